@@ -1,0 +1,42 @@
+# Every target sets itself up on a fresh machine: it creates .venv and installs what it needs.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-test
+BENCH_STAMP := $(VENV)/.installed-bench
+
+.PHONY: test demo e2e bench lint typecheck unit clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install -q -e '.[test,bench]'
+	touch $@
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/lint-imports
+
+typecheck: $(STAMP)
+	$(BIN)/mypy --strict src
+
+unit: $(STAMP)
+	$(BIN)/pytest -q -m "not e2e"
+
+test: lint typecheck unit
+
+demo: $(STAMP)
+	$(BIN)/watchkeeper demo
+
+e2e: $(STAMP)
+	$(BIN)/pytest -q -m e2e tests/e2e
+
+bench: $(BENCH_STAMP)
+	$(BIN)/python -m benchmarks.run_all
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

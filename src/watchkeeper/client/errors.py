@@ -1,0 +1,299 @@
+"""Typed API errors, built from a response or a transport failure.
+
+Every failure a caller can see is one of these classes, so a watcher can decide what to do
+(``is_transient``) and a person can read what to do (``str(error)``) without parsing text.
+Messages never include credentials: they are built only from the server's Status, the HTTP
+method and the URL path (never headers, never the query string of auth plugins).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar
+
+import msgspec
+
+__all__ = [
+    "AlreadyExists",
+    "ApiError",
+    "BadRequest",
+    "Conflict",
+    "ConnectionFailed",
+    "Forbidden",
+    "Gone",
+    "Invalid",
+    "InvalidResponse",
+    "NotFound",
+    "ServerError",
+    "Timeout",
+    "TooManyRequests",
+    "Unauthorized",
+    "error_from_response",
+    "error_from_status",
+]
+
+
+class ApiError(Exception):
+    """A failed request to the API server.
+
+    ``code`` is the HTTP status (None when no response came back), ``reason`` the
+    Kubernetes Status reason (``Forbidden``, ``NotFound``...), ``details`` the Status details.
+    """
+
+    is_transient: ClassVar[bool] = False
+    """True when retrying the same request later can succeed without anyone changing anything."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: int | None = None,
+        reason: str = "",
+        details: dict[str, Any] | None = None,
+        method: str = "",
+        path: str = "",
+        retry_after: float | None = None,
+        status: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.reason = reason
+        self.details: dict[str, Any] = details or {}
+        self.method = method
+        self.path = path
+        self.retry_after = retry_after
+        self.status = status
+
+    def hint(self) -> str:
+        """What a person should do about it; empty when there is nothing specific to say."""
+        return ""
+
+    def __str__(self) -> str:
+        where = f"{self.method} {self.path}: " if self.method else ""
+        code = f" ({self.code} {self.reason})" if self.code else (
+            f" ({self.reason})" if self.reason else ""
+        )
+        hint = self.hint()
+        return f"{where}{self.message}{code}" + (f". {hint}" if hint else "")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, code={self.code!r}, reason={self.reason!r})"
+
+
+class ConnectionFailed(ApiError):
+    """The server could not be reached (refused, reset, DNS, TLS handshake)."""
+
+    is_transient = True
+
+    def hint(self) -> str:
+        return (
+            "Check that the API server address is right and reachable from here "
+            "(firewall, load balancer, VPN), and that its certificate is trusted"
+        )
+
+
+class Timeout(ApiError):
+    """No answer in time: a connect/read timeout here, or a 504 Timeout from the server."""
+
+    is_transient = True
+
+
+class ServerError(ApiError):
+    """The server failed (5xx): retry later."""
+
+    is_transient = True
+
+
+class TooManyRequests(ApiError):
+    """429: the server asks us to slow down; ``retry_after`` is its wish in seconds."""
+
+    is_transient = True
+
+    def hint(self) -> str:
+        after = f" after {self.retry_after:g} s" if self.retry_after is not None else ""
+        return f"The server is overloaded or rate-limiting this client; retrying{after}"
+
+
+class Gone(ApiError):
+    """410: the resourceVersion or continue token is too old; a fresh list is needed."""
+
+    is_transient = True
+
+
+class Unauthorized(ApiError):
+    """401: the credentials were not accepted (expired token, wrong certificate)."""
+
+    def hint(self) -> str:
+        return (
+            "The credentials were rejected: refresh the token or kubeconfig "
+            "(an expired exec-plugin or service-account token is re-read automatically)"
+        )
+
+
+_FORBIDDEN = re.compile(
+    r'User "(?P<user>[^"]*)" cannot (?P<verb>\S+) resource "(?P<resource>[^"]*)"'
+    r'(?: in API group "(?P<group>[^"]*)")?'
+    r'(?: in the namespace "(?P<namespace>[^"]*)"| at the cluster scope)?'
+)
+
+
+class Forbidden(ApiError):
+    """403: authenticated, but RBAC (or an admission rule) does not allow this request."""
+
+    @property
+    def user(self) -> str | None:
+        m = _FORBIDDEN.search(self.message)
+        return m["user"] if m else None
+
+    def hint(self) -> str:
+        m = _FORBIDDEN.search(self.message)
+        if not m:
+            return "Ask a cluster administrator for the permission this request needs"
+        resource = m["resource"]
+        base, _, sub = resource.partition("/")
+        group = m["group"] or ""
+        namespace = m["namespace"]
+        kind, scope = ("Role", f' in namespace "{namespace}"') if namespace else (
+            "ClusterRole", " (bound with a ClusterRoleBinding)"
+        )
+        rule_res = f"{base}/{sub}" if sub else base
+        return (
+            f'Grant user "{m["user"]}" a {kind} rule{scope}: '
+            f'apiGroups: ["{group}"], resources: ["{rule_res}"], verbs: ["{m["verb"]}"]'
+        )
+
+
+class NotFound(ApiError):
+    """404: the object, or the resource type itself (a missing CRD or API group), is absent."""
+
+    def hint(self) -> str:
+        if self.details.get("name"):
+            return ""
+        return (
+            "The resource type is not served: is the CRD installed and established, "
+            "and is the group/version right?"
+        )
+
+
+class Conflict(ApiError):
+    """409: a write lost a race (stale resourceVersion) or conflicts with another manager."""
+
+
+class AlreadyExists(Conflict):
+    """409 AlreadyExists: create of a name that is taken."""
+
+
+class Invalid(ApiError):
+    """422: the server rejected the object or the options as invalid."""
+
+
+class BadRequest(ApiError):
+    """400: the request was malformed (selector, body, parameters)."""
+
+
+class InvalidResponse(ApiError):
+    """The server's answer could not be decoded (truncated or garbage data)."""
+
+    is_transient = True
+
+
+_BY_CODE: dict[int, type[ApiError]] = {
+    400: BadRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    410: Gone,
+    422: Invalid,
+    429: TooManyRequests,
+    504: Timeout,
+}
+
+
+def _class_for(code: int, reason: str) -> type[ApiError]:
+    if code == 409 and reason == "AlreadyExists":
+        return AlreadyExists
+    if code == 410 or reason in ("Expired", "Gone"):
+        return Gone
+    if code in _BY_CODE:
+        return _BY_CODE[code]
+    if code >= 500:
+        return ServerError
+    return ApiError
+
+
+def _retry_after(headers: Any, status: dict[str, Any] | None) -> float | None:
+    raw = headers.get("Retry-After") if headers is not None else None
+    if raw is not None:
+        try:
+            return max(0.0, float(raw))
+        except ValueError:
+            pass  # an HTTP date is legal but unused by kube-apiserver; fall through
+    if status:
+        after = (status.get("details") or {}).get("retryAfterSeconds")
+        if isinstance(after, int | float):
+            return float(after)
+    return None
+
+
+def error_from_status(
+    status: dict[str, Any], *, method: str = "", path: str = "", headers: Any = None
+) -> ApiError:
+    """An error from a decoded ``Status`` object (a response body or a watch ERROR event)."""
+    code = status.get("code")
+    code = code if isinstance(code, int) else 500
+    reason = str(status.get("reason") or "")
+    message = str(status.get("message") or reason or f"HTTP {code}")
+    cls = _class_for(code, reason)
+    return cls(
+        message,
+        code=code,
+        reason=reason,
+        details=status.get("details") if isinstance(status.get("details"), dict) else None,
+        method=method,
+        path=path,
+        retry_after=_retry_after(headers, status),
+        status=status,
+    )
+
+
+_REASONS = {
+    400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405:
+    "MethodNotAllowed", 406: "NotAcceptable", 409: "Conflict", 410: "Gone", 415:
+    "UnsupportedMediaType", 422: "Invalid", 429: "TooManyRequests", 500: "InternalError",
+    502: "BadGateway", 503: "ServiceUnavailable", 504: "Timeout",
+}
+
+
+def error_from_response(
+    code: int, body: bytes, *, method: str = "", path: str = "", headers: Any = None
+) -> ApiError:
+    """An error from an HTTP response: a JSON Status when there is one, else the plain text.
+
+    A real apiserver answers an unknown group/version with a text/plain "404 page not found"
+    and a 429 from priority-and-fairness with plain text too, so both shapes are normal.
+    """
+    status: dict[str, Any] | None = None
+    try:
+        decoded = msgspec.json.decode(body) if body else None
+        if isinstance(decoded, dict) and decoded.get("kind") == "Status":
+            status = decoded
+    except msgspec.DecodeError:
+        status = None
+    if status is not None:
+        status.setdefault("code", code)
+        return error_from_status(status, method=method, path=path, headers=headers)
+    text = body.decode("utf-8", "replace").strip()[:500]
+    reason = _REASONS.get(code, "")
+    message = text or f"HTTP {code}"
+    if code == 404 and text == "404 page not found":
+        message = "the server could not find the requested resource (unknown API group or version)"
+    return _class_for(code, reason)(
+        message,
+        code=code,
+        reason=reason,
+        method=method,
+        path=path,
+        retry_after=_retry_after(headers, None),
+    )
