@@ -1,0 +1,51 @@
+"""Talking to the API server: configuration, HTTP, resources, verbs and typed errors."""
+
+from watchkeeper.client.api import Api, ObjectList, RawEvent, WatchStream
+from watchkeeper.client.client import Client
+from watchkeeper.client.config import ClientConfig, ConfigError
+from watchkeeper.client.errors import (
+    AlreadyExists,
+    ApiError,
+    BadRequest,
+    Conflict,
+    ConnectionFailed,
+    Forbidden,
+    Gone,
+    Invalid,
+    InvalidResponse,
+    NotFound,
+    ServerError,
+    Timeout,
+    TooManyRequests,
+    Unauthorized,
+)
+from watchkeeper.client.resource import BUILTINS, Resource, UnknownResource
+from watchkeeper.client.transport import Timeouts
+
+__all__ = [
+    "BUILTINS",
+    "AlreadyExists",
+    "Api",
+    "ApiError",
+    "BadRequest",
+    "Client",
+    "ClientConfig",
+    "ConfigError",
+    "Conflict",
+    "ConnectionFailed",
+    "Forbidden",
+    "Gone",
+    "Invalid",
+    "InvalidResponse",
+    "NotFound",
+    "ObjectList",
+    "RawEvent",
+    "Resource",
+    "ServerError",
+    "Timeout",
+    "Timeouts",
+    "TooManyRequests",
+    "Unauthorized",
+    "UnknownResource",
+    "WatchStream",
+]

@@ -1,0 +1,59 @@
+"""``Client``: configuration + one HTTP session + discovery cache, and the ``api()`` factory."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from watchkeeper.client.api import Api
+from watchkeeper.client.config import ClientConfig
+from watchkeeper.client.discovery import Discovery
+from watchkeeper.client.resource import Resource
+from watchkeeper.client.transport import Timeouts, Transport
+
+_DEFAULT = object()
+
+
+class Client:
+    """One connection pool to one API server. Close it (or use ``async with``) when done."""
+
+    def __init__(self, config: ClientConfig, *, timeouts: Timeouts | None = None) -> None:
+        self.config = config
+        self.transport = Transport(config, timeouts)
+        self.discovery = Discovery(self.transport)
+
+    @classmethod
+    async def from_env(cls, kubeconfig: str | None = None, context: str | None = None) -> Client:
+        """kubectl's rules: explicit file, KUBECONFIG, ~/.kube/config, then in-cluster."""
+        from watchkeeper.client.config import load_config
+
+        return cls(load_config(kubeconfig, context))
+
+    @property
+    def default_namespace(self) -> str:
+        return self.config.namespace
+
+    def api(self, resource: Resource | str, namespace: str | None | object = _DEFAULT) -> Api:
+        """An ``Api`` for ``resource`` (a Resource, "configmaps", "deployments.apps", a CRD's
+        "widgets.example.com"...). ``namespace=None`` means all namespaces; omitted, the
+        kubeconfig context's namespace."""
+        ns = self.config.namespace if namespace is _DEFAULT else namespace
+        if ns is not None and not isinstance(ns, str):
+            raise TypeError("namespace must be a string or None (all namespaces)")
+        return Api(self, resource, ns)
+
+    async def close(self) -> None:
+        await self.transport.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"Client(server={self.config.server!r}, context={self.config.context!r})"

@@ -1,0 +1,245 @@
+"""HTTP to the API server: one aiohttp session, TLS, timeouts, keepalive, typed errors.
+
+Everything that can fail here fails as a ``watchkeeper.client.errors.ApiError`` subclass,
+so the layers above never see an aiohttp or ssl exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from watchkeeper._version import __version__
+from watchkeeper.client.config import ClientConfig
+from watchkeeper.client.errors import (
+    ApiError,
+    ConnectionFailed,
+    InvalidResponse,
+    Timeout,
+    error_from_response,
+)
+
+USER_AGENT = f"watchkeeper/{__version__}"
+
+# Dead peers are found by the watch idle timeout; keepalive is the kernel-level backstop
+# (a silent NAT drop is detected in KEEPIDLE + KEEPINTVL * KEEPCNT = 60 s).
+_KEEPIDLE, _KEEPINTVL, _KEEPCNT = 30, 10, 3
+
+
+def _keepalive_socket(addr_info: Any) -> socket.socket:
+    family, type_, proto = addr_info[0], addr_info[1], addr_info[2]
+    sock = socket.socket(family, type_, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in (
+        ("TCP_KEEPIDLE", _KEEPIDLE),
+        ("TCP_KEEPINTVL", _KEEPINTVL),
+        ("TCP_KEEPCNT", _KEEPCNT),
+    ):
+        if hasattr(socket, name):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
+    return sock
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    connect: float = 10.0
+    request: float = 60.0  # whole non-streaming request
+
+
+@dataclass
+class Response:
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+
+class Transport:
+    """Owns the HTTP session; created lazily inside the running event loop."""
+
+    def __init__(self, config: ClientConfig, timeouts: Timeouts | None = None) -> None:
+        self.config = config
+        self.timeouts = timeouts or Timeouts()
+        self._session: aiohttp.ClientSession | None = None
+        self._ssl: ssl.SSLContext | None = config.ssl_context()
+        self._base = config.server.rstrip("/")
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(
+                ssl=self._ssl if self._ssl is not None else False,
+                limit=0,
+                socket_factory=_keepalive_socket,
+            )
+            self._session = aiohttp.ClientSession(
+                connector=connector,
+                headers={"User-Agent": USER_AGENT},
+                auto_decompress=True,
+                skip_auto_headers=("Content-Type",),
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _kwargs(self) -> dict[str, Any]:
+        kw: dict[str, Any] = {}
+        if self.config.tls_server_name:
+            kw["server_hostname"] = self.config.tls_server_name
+        return kw
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        content_type: str | None = None,
+        accept: str = "application/json",
+    ) -> Response:
+        """One request, retried once after a 401 with refreshed credentials."""
+        for attempt in (1, 2):
+            headers = {"Accept": accept, **await self.config.auth.headers()}
+            if content_type:
+                headers["Content-Type"] = content_type
+            timeout = aiohttp.ClientTimeout(
+                total=self.timeouts.request, sock_connect=self.timeouts.connect
+            )
+            try:
+                async with self._get_session().request(
+                    method,
+                    self._base + path,
+                    params=params,
+                    data=body,
+                    headers=headers,
+                    timeout=timeout,
+                    allow_redirects=False,
+                    **self._kwargs(),
+                ) as resp:
+                    data = await resp.read()
+                    status, resp_headers = resp.status, resp.headers
+            except BaseException as exc:
+                raise _translate(exc, method, path) from _cause(exc)
+            if status == 401 and attempt == 1:
+                await self.config.auth.refresh()
+                continue
+            if status >= 400:
+                raise error_from_response(
+                    status, data, method=method, path=path, headers=resp_headers
+                )
+            return Response(status, resp_headers, data)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @asynccontextmanager
+    async def stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        accept: str = "application/json",
+        read_timeout: float | None = None,
+    ) -> AsyncIterator[_GuardedReader]:
+        """Open a streaming response; yields its body reader. Errors are typed ApiErrors.
+
+        ``read_timeout`` bounds each read, so a silent stream fails with ``Timeout``.
+        """
+        for attempt in (1, 2):
+            headers = {"Accept": accept, **await self.config.auth.headers()}
+            timeout = aiohttp.ClientTimeout(
+                total=None, sock_connect=self.timeouts.connect, sock_read=read_timeout
+            )
+            try:
+                resp = await self._get_session().request(
+                    method,
+                    self._base + path,
+                    params=params,
+                    headers=headers,
+                    timeout=timeout,
+                    allow_redirects=False,
+                    **self._kwargs(),
+                )
+            except BaseException as exc:
+                raise _translate(exc, method, path) from _cause(exc)
+            try:
+                if resp.status == 401 and attempt == 1:
+                    await self.config.auth.refresh()
+                    continue
+                if resp.status >= 400:
+                    try:
+                        data = await resp.read()
+                    except BaseException as exc:
+                        raise _translate(exc, method, path) from _cause(exc)
+                    raise error_from_response(
+                        resp.status, data, method=method, path=path, headers=resp.headers
+                    )
+                yield _GuardedReader(resp.content, method, path)
+                return
+            finally:
+                # A fully read body can go back to the pool; an abandoned one must not.
+                if resp.content.at_eof():
+                    resp.release()
+                else:
+                    resp.close()
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+class _GuardedReader:
+    """Wraps the body reader so transport failures mid-stream become typed errors."""
+
+    def __init__(self, content: aiohttp.StreamReader, method: str, path: str) -> None:
+        self._content = content
+        self._method = method
+        self._path = path
+
+    async def readany(self) -> bytes:
+        try:
+            return await self._content.readany()
+        except BaseException as exc:
+            raise _translate(exc, self._method, self._path) from _cause(exc)
+
+    def at_eof(self) -> bool:
+        return self._content.at_eof()
+
+
+def _cause(exc: BaseException) -> BaseException | None:
+    return None if isinstance(exc, ApiError) else exc
+
+
+def _translate(exc: BaseException, method: str, path: str) -> BaseException:
+    """Map an aiohttp/ssl/socket failure onto our error classes; pass others through."""
+    if isinstance(exc, ApiError | asyncio.CancelledError | KeyboardInterrupt | SystemExit):
+        return exc
+    where: dict[str, Any] = {"method": method, "path": path}
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return ConnectionFailed(
+            f"TLS certificate verification failed: {exc.certificate_error}",
+            reason="TLSError", **where,
+        )
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return ConnectionFailed(f"TLS handshake failed: {exc}", reason="TLSError", **where)
+    if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
+        return Timeout("no response from the server in time", reason="ClientTimeout", **where)
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return ConnectionFailed(
+            f"cannot connect to {exc.host}:{exc.port}: {exc.os_error.strerror or exc.os_error}",
+            reason="ConnectionRefused", **where,
+        )
+    if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
+        return ConnectionFailed(
+            f"connection lost mid-response: {exc}", reason="ConnectionReset", **where
+        )
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return InvalidResponse(f"malformed HTTP response: {exc.message}", **where)
+    if isinstance(exc, aiohttp.ClientError | OSError):
+        return ConnectionFailed(f"connection failed: {exc}", reason="ConnectionError", **where)
+    return exc

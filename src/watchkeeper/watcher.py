@@ -1,0 +1,472 @@
+"""The list/watch state machine: kind to the server, honest with its user.
+
+``watcher(api, config)`` yields a stream of events that never ends on an error: every
+failure is yielded as ``WatchError`` and retried after ``max(backoff, Retry-After)``. It
+resumes from the last resourceVersion without a relist when it can, relists on 410, drops
+silent connections, and raises ``WatcherUnhealthy`` once it has not worked for
+``max_unhealthy`` seconds, so a broken watch reaches someone who can fix it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from watchkeeper.backoff import Backoff, DefaultBackoff
+from watchkeeper.client import Api, ApiError, BadRequest, ConnectionFailed, Gone, Invalid
+from watchkeeper.client.errors import error_from_status
+
+__all__ = [
+    "Apply",
+    "Delete",
+    "Event",
+    "InitApply",
+    "InitDone",
+    "InitStart",
+    "WatchConfig",
+    "WatchError",
+    "WatchGaveUp",
+    "WatchHealth",
+    "WatchState",
+    "Watcher",
+    "WatcherUnhealthy",
+    "watcher",
+]
+
+log = logging.getLogger("watchkeeper.watcher")
+
+JSON = dict[str, Any]
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+
+# -- events -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class InitStart:
+    """A (re)list begins: the objects that follow replace everything known so far."""
+
+
+@dataclass(frozen=True, slots=True)
+class InitApply:
+    """One object of the current (re)list."""
+
+    obj: JSON
+
+
+@dataclass(frozen=True, slots=True)
+class InitDone:
+    """The (re)list is complete: a cache may now swap in what it collected."""
+
+
+@dataclass(frozen=True, slots=True)
+class Apply:
+    """An object was added or modified."""
+
+    obj: JSON
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    """An object was deleted (its last known state)."""
+
+    obj: JSON
+
+
+@dataclass(frozen=True, slots=True)
+class WatchError:
+    """A failure the watcher is already retrying; ``error`` is a typed ``ApiError`` and
+    ``retry_in`` the seconds until the next attempt (0: at once)."""
+
+    error: ApiError
+    retry_in: float = 0.0
+
+
+Event = InitStart | InitApply | InitDone | Apply | Delete | WatchError
+
+
+class WatchGaveUp(Exception):
+    """The backoff returned None: the watcher stopped retrying (chained to the last error)."""
+
+
+class WatcherUnhealthy(Exception):
+    """The watcher has not worked for longer than ``max_unhealthy`` (chained to the last error)."""
+
+
+# -- configuration ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WatchConfig:
+    """What to watch and how patiently. Immutable; every field has a sensible default.
+
+    ``server_timeout=None`` picks a random 300-600 s per watch request (client-go's spread,
+    so many clients do not reconnect in step); ``idle_timeout=None`` means that watch's
+    server timeout + 10 s: silence longer than that means the connection is dead.
+    """
+
+    label_selector: str | None = None
+    field_selector: str | None = None
+    page_size: int = 500
+    list_semantic: Literal["latest", "any"] = "latest"
+    initial_list: Literal["paginated", "streaming"] = "paginated"
+    bookmarks: bool = True
+    server_timeout: float | None = None
+    idle_timeout: float | None = None
+    max_unhealthy: float | None = 300.0
+
+    def __post_init__(self) -> None:
+        if self.page_size < 1:
+            raise ValueError(f"page_size must be >= 1, got {self.page_size}")
+        if self.list_semantic not in ("latest", "any"):
+            raise ValueError(f"list_semantic must be 'latest' or 'any', not {self.list_semantic!r}")
+        if self.initial_list not in ("paginated", "streaming"):
+            raise ValueError(
+                f"initial_list must be 'paginated' or 'streaming', not {self.initial_list!r}"
+            )
+        for name in ("server_timeout", "idle_timeout", "max_unhealthy"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be > 0 seconds or None, got {value}")
+
+    def watch_timeout(self, rng: random.Random) -> int:
+        """timeoutSeconds for the next watch request."""
+        if self.server_timeout is not None:
+            return max(1, round(self.server_timeout))
+        return rng.randint(300, 600)
+
+    def idle_for(self, timeout_seconds: int) -> float:
+        return self.idle_timeout if self.idle_timeout is not None else timeout_seconds + 10.0
+
+
+# -- health -------------------------------------------------------------------------------
+
+
+class WatchState(enum.Enum):
+    STARTING = "starting"
+    HEALTHY = "healthy"
+    DEGRADED = "degraded"
+
+
+@dataclass
+class WatchHealth:
+    """Live health of one watcher, safe to read from other tasks.
+
+    ``since`` is when the current state began (event-loop clock); ``since_wall`` the same
+    as a Unix time for display. ``consecutive_failures`` counts failures since last progress.
+    """
+
+    resource: str = ""
+    state: WatchState = WatchState.STARTING
+    since: float = 0.0
+    since_wall: float = field(default_factory=time.time)
+    last_error: ApiError | None = None
+    consecutive_failures: int = 0
+    last_event_at: float | None = None
+    next_retry_at: float | None = None
+    relists: int = 0
+    restarts: int = 0
+    functioning_since: float | None = None  # last time it was known to work (or started)
+
+    def non_functioning_for(self, now: float) -> float:
+        """Seconds since the watcher last worked (0 while healthy)."""
+        if self.state is WatchState.HEALTHY or self.functioning_since is None:
+            return 0.0
+        return max(0.0, now - self.functioning_since)
+
+    def summary(self) -> str:
+        err = f": {self.last_error}" if self.last_error is not None else ""
+        return f"{self.resource} {self.state.value}{err}"
+
+
+# -- the state machine --------------------------------------------------------------------
+
+
+class _Progress:
+    """Tracks health transitions and one-line-per-change logging for one watcher."""
+
+    def __init__(self, health: WatchHealth, backoff: Backoff, clock: Callable[[], float]) -> None:
+        self.health, self.backoff, self.clock = health, backoff, clock
+        self._repeats = 0
+
+    def progressed(self) -> None:
+        h = self.health
+        if h.state is WatchState.HEALTHY and h.consecutive_failures == 0:
+            return
+        now = self.clock()
+        if h.state is WatchState.DEGRADED:
+            outage = now - (h.functioning_since or now)
+            log.info(
+                "watch %s recovered after %.1f s (%d failed attempts%s)",
+                h.resource, outage, h.consecutive_failures,
+                f", last error repeated {self._repeats} times" if self._repeats > 1 else "",
+            )
+        elif h.state is WatchState.STARTING:
+            log.info("watch %s healthy", h.resource)
+        self.backoff.reset()
+        h.state, h.since, h.since_wall = WatchState.HEALTHY, now, time.time()
+        h.consecutive_failures, h.next_retry_at, self._repeats = 0, None, 0
+        h.functioning_since = now
+
+    def failed(self, error: ApiError) -> None:
+        h = self.health
+        now = self.clock()
+        same = h.last_error is not None and _same_error(h.last_error, error)
+        h.consecutive_failures += 1
+        h.last_error = error
+        if h.state is WatchState.HEALTHY:
+            h.functioning_since = now  # it worked until just now
+        if h.state is not WatchState.DEGRADED:
+            h.state, h.since, h.since_wall = WatchState.DEGRADED, now, time.time()
+            log.warning("watch %s degraded: %s", h.resource, error)
+            self._repeats = 1
+        elif same:
+            self._repeats += 1
+            if self._repeats in (10, 100) or self._repeats % 1000 == 0:
+                log.warning(
+                    "watch %s still failing (%d times in a row): %s",
+                    h.resource, self._repeats, error,
+                )
+        else:
+            log.warning(
+                "watch %s now failing with a different error: %s (previous one repeated %d times)",
+                h.resource, error, self._repeats,
+            )
+            self._repeats = 1
+
+
+def _same_error(a: ApiError, b: ApiError) -> bool:
+    return type(a) is type(b) and a.code == b.code and a.message == b.message
+
+
+def _rv(obj: JSON) -> str | None:
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        rv = meta.get("resourceVersion")
+        if isinstance(rv, str) and rv:
+            return rv
+    return None
+
+
+def _unusable_rv(error: ApiError) -> bool:
+    """A watch refused because of its resourceVersion: only a fresh list can fix it."""
+    refused = isinstance(error, Invalid | BadRequest) or error.code == 500
+    return refused and "resourceVersion" in error.message
+
+
+class _ClosedEarly(ConnectionFailed):
+    pass
+
+
+class Watcher:
+    """An async-iterable watch. Iterate it once; ``health`` is live while it runs."""
+
+    def __init__(
+        self,
+        api: Api,
+        config: WatchConfig | None = None,
+        *,
+        backoff: Backoff | None = None,
+        health: WatchHealth | None = None,
+        clock: Callable[[], float] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.api = api
+        self.config = config or WatchConfig()
+        self._backoff = backoff
+        self.health = health or WatchHealth()
+        if not self.health.resource:
+            self.health.resource = f"{api.resource_name}" + (
+                f" in {api.namespace}" if api.namespace else ""
+            )
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self.resource_version: str | None = None
+
+    def __repr__(self) -> str:
+        return f"Watcher({self.api!r}, {self.config!r})"
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self._run()
+
+    async def _run(self) -> AsyncIterator[Event]:
+        loop = asyncio.get_running_loop()
+        clock = self._clock or loop.time
+        backoff = self._backoff or DefaultBackoff(rng=self._rng, clock=clock)
+        cfg, health = self.config, self.health
+        progress = _Progress(health, backoff, clock)
+        health.state, health.since, health.functioning_since = WatchState.STARTING, clock(), clock()
+        need_list = True
+        streaming = cfg.initial_list == "streaming"
+        previous_gone = False
+        while True:
+            try:
+                if need_list and not streaming:
+                    health.relists += 1
+                    async for ev in self._paginated_list(progress):
+                        yield ev
+                    need_list = False
+                async for ev in self._watch_once(progress, need_list and streaming):
+                    if isinstance(ev, InitDone):
+                        need_list = False
+                    yield ev
+                previous_gone = False
+                continue  # a normal end: re-watch at once from the last resourceVersion
+            except ApiError as error:
+                if streaming and need_list and _streaming_unsupported(error):
+                    log.info(
+                        "watch %s: server does not support streaming lists (%s); "
+                        "using paginated LIST", health.resource, error.message,
+                    )
+                    streaming = False
+                    continue
+                progress.failed(error)
+                if isinstance(error, Gone) or _unusable_rv(error):
+                    need_list = True
+                    self.resource_version = None
+                # The first 410 relists at once; a repeated one backs off like any failure.
+                immediate = isinstance(error, Gone) and not previous_gone
+                previous_gone = isinstance(error, Gone)
+                delay = 0.0 if immediate else self._next_delay(error, backoff)
+                health.next_retry_at = clock() + delay
+                yield WatchError(error, delay)
+                await self._wait(delay, error, clock)
+
+    def _next_delay(self, error: ApiError, backoff: Backoff) -> float:
+        """max(backoff, Retry-After); WatchGaveUp when the backoff says stop."""
+        delay = backoff.next()
+        if delay is None:
+            raise WatchGaveUp(
+                f"watch {self.health.resource}: backoff gave up after "
+                f"{self.health.consecutive_failures} failures; last error: {error}"
+            ) from error
+        return max(delay, error.retry_after or 0.0)
+
+    async def _wait(self, delay: float, error: ApiError, clock: Callable[[], float]) -> None:
+        """Sleep before the retry, raising WatcherUnhealthy exactly when the threshold passes."""
+        health, limit = self.health, self.config.max_unhealthy
+        if limit is not None:
+            remaining = limit - health.non_functioning_for(clock())
+            if remaining <= delay:
+                await asyncio.sleep(max(0.0, remaining))
+                raise WatcherUnhealthy(
+                    f"watch {health.resource} has not worked for {limit:g} s "
+                    f"({health.consecutive_failures} failed attempts); last error: {error}"
+                ) from error
+        if delay > 0:
+            await asyncio.sleep(delay)
+        health.restarts += 1
+
+    async def _paginated_list(self, progress: _Progress) -> AsyncIterator[Event]:
+        cfg = self.config
+        yield InitStart()
+        token: str | None = None
+        rv = "0" if cfg.list_semantic == "any" else None
+        list_rv = ""
+        while True:
+            page = await self.api.list(
+                label_selector=cfg.label_selector,
+                field_selector=cfg.field_selector,
+                limit=cfg.page_size,
+                continue_token=token,
+                resource_version=None if token else rv,
+            )
+            if not token:
+                list_rv = page.resource_version
+            for obj in page.items:
+                yield InitApply(obj)
+            token = page.continue_token
+            if not token:
+                break
+        self.resource_version = list_rv
+        progress.progressed()
+        yield InitDone()
+
+    async def _watch_once(self, progress: _Progress, initial: bool) -> AsyncIterator[Event]:
+        """One watch request; with ``initial`` it is a streaming list (sendInitialEvents)."""
+        cfg, clock = self.config, progress.clock
+        timeout = cfg.watch_timeout(self._rng)
+        rv = self.resource_version
+        if initial:
+            rv = "0" if cfg.list_semantic == "any" else ""
+        opened = clock()
+        delivered = False
+        in_initial = initial
+        if initial:
+            self.health.relists += 1
+            yield InitStart()
+        async with self.api.watch(
+            resource_version=rv,
+            label_selector=cfg.label_selector,
+            field_selector=cfg.field_selector,
+            timeout_seconds=timeout,
+            allow_bookmarks=cfg.bookmarks or initial,
+            send_initial_events=initial,
+            read_timeout=cfg.idle_for(timeout),
+        ) as stream:
+            async for raw in stream:
+                kind, obj = raw.type, raw.object
+                if kind == "ERROR":
+                    raise error_from_status(obj, method="WATCH", path=self.api.resource_name)
+                new_rv = _rv(obj)
+                if new_rv is not None:
+                    self.resource_version = new_rv
+                delivered = True
+                self.health.last_event_at = clock()
+                if kind == "BOOKMARK":
+                    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+                    if in_initial and annotations.get(INITIAL_EVENTS_END) == "true":
+                        in_initial = False
+                        progress.progressed()
+                        yield InitDone()
+                    elif not in_initial:
+                        progress.progressed()
+                    continue
+                if in_initial:
+                    yield InitApply(obj)
+                    continue
+                progress.progressed()
+                if kind == "DELETED":
+                    yield Delete(obj)
+                else:
+                    yield Apply(obj)
+        if in_initial:
+            raise _ClosedEarly(
+                "streaming list ended before the initial-events-end bookmark",
+                reason="ClosedEarly", method="WATCH", path=self.api.resource_name,
+            )
+        lasted = clock() - opened
+        if not delivered and lasted < min(timeout / 2, 5.0):
+            # A clean close right after opening is no normal timeout: back off, don't spin.
+            raise _ClosedEarly(
+                f"the server closed the watch after {lasted:.1f} s without sending anything",
+                reason="ClosedEarly", method="WATCH", path=self.api.resource_name,
+            )
+        progress.progressed()  # a watch that stayed open to its timeout is health
+
+
+def _streaming_unsupported(error: ApiError) -> bool:
+    return isinstance(error, Invalid | BadRequest) and "sendInitialEvents" in error.message
+
+
+def watcher(
+    api: Api,
+    config: WatchConfig | None = None,
+    *,
+    backoff: Backoff | None = None,
+    health: WatchHealth | None = None,
+    clock: Callable[[], float] | None = None,
+    rng: random.Random | None = None,
+) -> Watcher:
+    """Watch ``api`` forever: ``async for event in watcher(api, WatchConfig(...)): ...``.
+
+    ``backoff`` defaults to a fresh ``DefaultBackoff`` on the event loop's clock; pass a
+    ``WatchHealth`` to share it with probes, or read ``.health`` on the returned object.
+    """
+    return Watcher(api, config, backoff=backoff, health=health, clock=clock, rng=rng)
