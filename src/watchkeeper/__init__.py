@@ -12,6 +12,7 @@ from watchkeeper.backoff import (
     ExponentialBackoff,
     ResetTimerBackoff,
 )
+from watchkeeper.cache import Store, Writer, reflector
 from watchkeeper.client import (
     AlreadyExists,
     Api,
@@ -80,6 +81,7 @@ __all__ = [
     "ObjectList",
     "ResetTimerBackoff",
     "Resource",
+    "Store",
     "ServerError",
     "Timeout",
     "TooManyRequests",
@@ -92,7 +94,9 @@ __all__ = [
     "WatchState",
     "Watcher",
     "WatcherUnhealthy",
+    "Writer",
     "__version__",
     "meta",
+    "reflector",
     "watcher",
 ]
