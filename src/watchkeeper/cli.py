@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 from typing import Any
@@ -134,10 +135,8 @@ def sim(port: int, kubeconfig_out: str | None, empty: bool) -> None:
     """Run the embedded API simulator on 127.0.0.1 until interrupted."""
     from watchkeeper.testing.apiserver import run_simulator
 
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(run_simulator("127.0.0.1", port, kubeconfig_out, not empty))
-    except KeyboardInterrupt:
-        pass
 
 
 @main.command()

@@ -26,7 +26,9 @@ def error_for(number: str) -> wk.ApiError:
     resp = exchange(number)["response"]
     body = resp["body"]
     raw = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-    return error_from_response(resp["status"], raw, method="GET", path="/x", headers=resp["headers"])
+    return error_from_response(
+        resp["status"], raw, method="GET", path="/x", headers=resp["headers"]
+    )
 
 
 @pytest.mark.parametrize(
@@ -78,7 +80,8 @@ def test_missing_type_asks_about_the_crd_but_missing_object_does_not() -> None:
 
 
 def test_retry_after_from_header_and_from_status_details() -> None:
-    assert error_for("174").retry_after == float(exchange("174")["response"]["headers"]["Retry-After"])
+    expected = float(exchange("174")["response"]["headers"]["Retry-After"])
+    assert error_for("174").retry_after == expected
     assert error_for("046").retry_after == 1.0
 
 

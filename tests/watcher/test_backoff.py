@@ -46,7 +46,8 @@ def test_default_backoff_allows_at_most_seven_attempts_in_sixty_seconds() -> Non
 
 def test_reset_timer_resets_after_quiet_period_only() -> None:
     clock = FakeClock()
-    b = wk.ResetTimerBackoff(wk.ExponentialBackoff(1, 100, 2, jitter=0), reset_after=120, clock=clock)
+    inner = wk.ExponentialBackoff(1, 100, 2, jitter=0)
+    b = wk.ResetTimerBackoff(inner, reset_after=120, clock=clock)
     assert [b.next(), b.next(), b.next()] == [1, 2, 4]
     clock.now = 100  # 100 s since the last failure: not yet quiet long enough
     assert b.next() == 8

@@ -32,7 +32,7 @@ class Client:
     def default_namespace(self) -> str:
         return self.config.namespace
 
-    def api(self, resource: Resource | str, namespace: str | None | object = _DEFAULT) -> Api:
+    def api(self, resource: Resource | str, namespace: str | object | None = _DEFAULT) -> Api:
         """An ``Api`` for ``resource`` (a Resource, "configmaps", "deployments.apps", a CRD's
         "widgets.example.com"...). ``namespace=None`` means all namespaces; omitted, the
         kubeconfig context's namespace."""

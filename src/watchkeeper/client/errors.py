@@ -78,7 +78,8 @@ class ApiError(Exception):
         return f"{where}{self.message}{code}" + (f". {hint}" if hint else "")
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.message!r}, code={self.code!r}, reason={self.reason!r})"
+        name = type(self).__name__
+        return f"{name}({self.message!r}, code={self.code!r}, reason={self.reason!r})"
 
 
 class ConnectionFailed(ApiError):

@@ -1,0 +1,20 @@
+"""Reconcile loops: Controller, Action, ObjectRef."""
+
+from watchkeeper.controller.action import Action, ObjectRef
+from watchkeeper.controller.controller import (
+    Controller,
+    ControllerConfig,
+    ControllerHealth,
+    ControllerUnhealthy,
+    owner_mapper,
+)
+
+__all__ = [
+    "Action",
+    "Controller",
+    "ControllerConfig",
+    "ControllerHealth",
+    "ControllerUnhealthy",
+    "ObjectRef",
+    "owner_mapper",
+]
