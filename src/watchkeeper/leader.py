@@ -20,16 +20,13 @@ from collections.abc import Callable
 from typing import Any
 
 from watchkeeper.client import AlreadyExists, Api, ApiError, Conflict, NotFound
+from watchkeeper.controller import LeadershipLost
 
 log = logging.getLogger("watchkeeper.leader")
 
 JSON = dict[str, Any]
 
 __all__ = ["LeaderElector", "LeadershipLost", "default_identity"]
-
-
-class LeadershipLost(Exception):
-    """This replica stopped being the leader (renewal failed or another took the lease)."""
 
 
 def default_identity() -> str:
@@ -76,6 +73,10 @@ class LeaderElector:
         self._observed: JSON | None = None  # last lease record we saw
         self._observed_at = 0.0  # our clock when the record last changed
         self.transitions = 0
+
+    def reset(self) -> None:
+        """Fresh events for another term (after ``run`` returned)."""
+        self.leading, self.lost = asyncio.Event(), asyncio.Event()
 
     @property
     def is_leader(self) -> bool:

@@ -6,6 +6,8 @@ from watchkeeper.controller.controller import (
     ControllerConfig,
     ControllerHealth,
     ControllerUnhealthy,
+    Elector,
+    LeadershipLost,
     owner_mapper,
 )
 
@@ -15,6 +17,8 @@ __all__ = [
     "ControllerConfig",
     "ControllerHealth",
     "ControllerUnhealthy",
+    "Elector",
+    "LeadershipLost",
     "ObjectRef",
     "owner_mapper",
 ]

@@ -18,7 +18,7 @@ import signal
 import threading
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, Protocol
 
 from watchkeeper import meta
 from watchkeeper.backoff import Backoff, DefaultBackoff, ExponentialBackoff
@@ -56,6 +56,21 @@ class ControllerUnhealthy(Exception):
         self.trigger = trigger
 
 
+class LeadershipLost(Exception):
+    """This replica stopped leading: its reconciles were stopped at once."""
+
+
+class Elector(Protocol):
+    """What ``run(elector=...)`` needs (``watchkeeper.leader.LeaderElector`` is one)."""
+
+    leading: asyncio.Event
+    lost: asyncio.Event
+
+    async def run(self) -> None: ...
+
+    def reset(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class ControllerConfig:
     """``concurrency``: reconciles at once (each object at most one); ``debounce``: delay
@@ -69,6 +84,7 @@ class ControllerConfig:
     shutdown_timeout: float = 30.0
     rate_limit: float | None = None
     handle_signals: bool = True
+    on_leadership_lost: Literal["exit", "reacquire"] = "exit"
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -238,9 +254,14 @@ class Controller:
         *,
         on_watch_error: WatchErrorHook | None = None,
         stop: asyncio.Event | None = None,
+        elector: Elector | None = None,
     ) -> None:
         """Run until ``stop`` is set or SIGTERM/SIGINT (drains in-flight reconciles), or raise
-        ``ControllerUnhealthy`` once any part has not worked for ``max_unhealthy``."""
+        ``ControllerUnhealthy`` once any part has not worked for ``max_unhealthy``.
+
+        With an ``elector``, caches stay warm on every replica but only the leader reconciles;
+        losing the lease cancels in-flight reconciles at once, then raises ``LeadershipLost``
+        or waits to lead again (``ControllerConfig.on_leadership_lost``)."""
         loop = asyncio.get_running_loop()
         main = self.triggers[0]
         owner = await main.api.resource()
@@ -258,26 +279,59 @@ class Controller:
         ]
         rate = self.config.rate_limit
         limiter = _TokenBucket(rate, loop.time) if rate else None
-        workers = [
-            asyncio.create_task(
-                self._work(scheduler, reconcile, error_policy, context, limiter, failure)
-            )
-            for _ in range(self.config.concurrency)
-        ]
+
+        def start_workers() -> list[asyncio.Task[None]]:
+            return [
+                asyncio.create_task(
+                    self._work(scheduler, reconcile, error_policy, context, limiter, elector)
+                )
+                for _ in range(self.config.concurrency)
+            ]
+
+        workers = start_workers()
+        elector_task = asyncio.create_task(elector.run()) if elector else None
         watchdog = asyncio.create_task(self._watchdog(failure))
         stopper = asyncio.create_task(stop.wait())
         try:
-            waits: list[asyncio.Future[Any]] = [stopper, failure]
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            while True:
+                lost = asyncio.create_task(elector.lost.wait()) if elector else None
+                waits: list[asyncio.Future[Any]] = [stopper, failure, *([lost] if lost else [])]
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                if lost is None or not lost.done() or stopper.done() or failure.done():
+                    if lost is not None:
+                        lost.cancel()
+                    break
+                assert elector is not None
+                await self._stop_now(workers)
+                if self.config.on_leadership_lost == "exit":
+                    raise LeadershipLost("lost leadership: reconciles stopped")
+                log.warning("lost leadership: reconciles stopped; waiting to lead again")
+                if elector_task is not None:
+                    await asyncio.gather(elector_task, return_exceptions=True)
+                elector.reset()
+                for obj in self.store.list():  # whatever was in flight runs again
+                    scheduler.schedule(ObjectRef(meta.name(obj), meta.namespace(obj)))
+                workers = start_workers()
+                elector_task = asyncio.create_task(elector.run())
         finally:
             restore()
             for task in (*feeders, watchdog, stopper):
                 task.cancel()
             scheduler.close()
             await self._drain(workers, force)
-            await asyncio.gather(*feeders, watchdog, stopper, return_exceptions=True)
+            if elector_task is not None:
+                elector_task.cancel()
+            await asyncio.gather(
+                *feeders, watchdog, stopper, *([elector_task] if elector_task else []),
+                return_exceptions=True,
+            )
         if failure.done() and not stop.is_set():
             raise failure.result()
+
+    async def _stop_now(self, workers: list[asyncio.Task[None]]) -> None:
+        for w in workers:
+            w.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
 
     async def _drain(self, workers: list[asyncio.Task[None]], force: asyncio.Event) -> None:
         """Let in-flight reconciles finish (up to shutdown_timeout, or until forced)."""
@@ -370,9 +424,11 @@ class Controller:
         error_policy: ErrorPolicy | None,
         context: Any,
         limiter: _TokenBucket | None,
-        failure: asyncio.Future[BaseException],
+        elector: Elector | None,
     ) -> None:
         await asyncio.gather(*(t.store.wait_until_ready() for t in self.triggers))
+        if elector is not None:
+            await elector.leading.wait()
         loop = asyncio.get_running_loop()
         while (ref := await scheduler.next()) is not None:
             try:
