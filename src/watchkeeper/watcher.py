@@ -173,6 +173,9 @@ class WatchHealth:
     relists: int = 0
     restarts: int = 0
     functioning_since: float | None = None  # last time it was known to work (or started)
+    last_backoff: float = 0.0  # the last delay chosen before a retry, seconds
+    events: dict[str, int] = field(default_factory=dict)  # ADDED/MODIFIED/DELETED/BOOKMARK
+    errors: dict[str, int] = field(default_factory=dict)  # by error class name
 
     def non_functioning_for(self, now: float) -> float:
         """Seconds since the watcher last worked (0 while healthy)."""
@@ -220,6 +223,8 @@ class _Progress:
         same = h.last_error is not None and _same_error(h.last_error, error)
         h.consecutive_failures += 1
         h.last_error = error
+        name = type(error).__name__
+        h.errors[name] = h.errors.get(name, 0) + 1
         if h.state is WatchState.HEALTHY:
             h.functioning_since = now  # it worked until just now
         if h.state is not WatchState.DEGRADED:
@@ -335,6 +340,7 @@ class Watcher:
                 previous_gone = isinstance(error, Gone)
                 delay = 0.0 if immediate else self._next_delay(error, backoff)
                 health.next_retry_at = clock() + delay
+                health.last_backoff = delay
                 yield WatchError(error, delay)
                 await self._wait(delay, error, clock)
 
@@ -396,6 +402,7 @@ class Watcher:
         if initial:
             rv = "0" if cfg.list_semantic == "any" else ""
         opened = clock()
+        counts = self.health.events
         delivered = False
         in_initial = initial
         if initial:
@@ -418,6 +425,7 @@ class Watcher:
                 if new_rv is not None:
                     self.resource_version = new_rv
                 delivered = True
+                counts[kind] = counts.get(kind, 0) + 1
                 self.health.last_event_at = clock()
                 if kind == "BOOKMARK":
                     annotations = (obj.get("metadata") or {}).get("annotations") or {}

@@ -134,6 +134,24 @@ class _TokenBucket:
             await asyncio.sleep((1 - self.tokens) / self.rate)
 
 
+class DurationHistogram:
+    """Cumulative-bucket histogram of reconcile durations, read by the metrics layer."""
+
+    BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(self.BUCKETS) + 1)  # the last one is +Inf
+        self.total = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.total += seconds
+        for i, bound in enumerate(self.BUCKETS):
+            if seconds <= bound:
+                self.counts[i] += 1
+                return
+        self.counts[-1] += 1
+
+
 def owner_mapper(owner: Resource) -> Mapper:
     """Children to owners through ``ownerReferences`` of the owner's kind and group."""
 
@@ -168,8 +186,8 @@ class Controller:
         self._inflight: dict[ObjectRef, float] = {}
         self._object_backoff: dict[ObjectRef, ExponentialBackoff] = {}
         self._scheduler: Scheduler | None = None
-        self.reconciles = 0
-        self.reconcile_errors = 0
+        self.results: dict[str, int] = {"success": 0, "error": 0, "requeue": 0}
+        self.durations = DurationHistogram()
 
     def _add(
         self,
@@ -453,7 +471,8 @@ class Controller:
         error_policy: ErrorPolicy | None,
         context: Any,
     ) -> Action:
-        self.reconciles += 1
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         try:
             result = reconcile(obj, context)
             action = await result if inspect.isawaitable(result) else result
@@ -463,12 +482,17 @@ class Controller:
                     f"not {type(action).__name__}"
                 )
             self._object_backoff.pop(ref, None)
-            return action
+            outcome = "success" if action.requeue_after is None else "requeue"
         except Exception as exc:
-            self.reconcile_errors += 1
+            outcome = "error"
             if error_policy is not None:
-                return error_policy(obj, exc, context)
-            return self._default_error_policy(ref, exc)
+                action = error_policy(obj, exc, context)
+            else:
+                action = self._default_error_policy(ref, exc)
+        finally:
+            self.durations.observe(loop.time() - started)
+        self.results[outcome] += 1
+        return action
 
     def _default_error_policy(self, ref: ObjectRef, exc: Exception) -> Action:
         """Per-object jittered backoff, 1 s doubling to 5 min, reset on success."""

@@ -1,0 +1,121 @@
+"""Prometheus metrics, read from the live health objects at scrape time.
+
+The watcher and controller only keep plain counters; this collector turns them into metric
+families when /metrics is scraped, so the hot paths never touch prometheus_client.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+from watchkeeper.cache import Store
+from watchkeeper.controller import Controller
+from watchkeeper.watcher import WatchHealth, WatchState
+
+STATE_VALUE = {WatchState.STARTING: 0, WatchState.HEALTHY: 1, WatchState.DEGRADED: 2}
+
+
+@dataclass
+class Sources:
+    """What the collector and the probes read."""
+
+    watches: list[tuple[WatchHealth, Store | None, float | None]] = field(default_factory=list)
+    controllers: list[Controller] = field(default_factory=list)
+    electors: list[Any] = field(default_factory=list)  # LeaderElector (duck-typed)
+
+    def all_watches(self) -> Iterator[tuple[WatchHealth, Store | None, float | None]]:
+        yield from self.watches
+        for c in self.controllers:
+            for t in c.triggers:
+                yield t.health, t.store, t.config.max_unhealthy
+
+
+class WatchkeeperCollector(Collector):
+    def __init__(self, sources: Sources) -> None:
+        self.sources = sources
+
+    def describe(self) -> list[Metric]:
+        return []  # collected lazily; nothing to pre-declare
+
+    def collect(self) -> Iterator[Metric]:
+        state = GaugeMetricFamily(
+            "watchkeeper_watch_state", "Watch state: 0 starting, 1 healthy, 2 degraded",
+            labels=["resource"],
+        )
+        errors = CounterMetricFamily(
+            "watchkeeper_watch_errors", "Watch failures by error class",
+            labels=["resource", "reason"],
+        )
+        restarts = CounterMetricFamily(
+            "watchkeeper_watch_restarts", "Retries after a failure", labels=["resource"]
+        )
+        relists = CounterMetricFamily(
+            "watchkeeper_watch_relists", "Full (re)lists started", labels=["resource"]
+        )
+        backoff = GaugeMetricFamily(
+            "watchkeeper_backoff_seconds", "The last backoff delay chosen", labels=["resource"]
+        )
+        events = CounterMetricFamily(
+            "watchkeeper_watch_events", "Watch events received by type",
+            labels=["resource", "type"],
+        )
+        objects = GaugeMetricFamily(
+            "watchkeeper_store_objects", "Objects in the cache", labels=["resource"]
+        )
+        for health, store, _limit in self.sources.all_watches():
+            r = health.resource
+            state.add_metric([r], STATE_VALUE[health.state])
+            for reason, n in health.errors.items():
+                errors.add_metric([r, reason], n)
+            restarts.add_metric([r], health.restarts)
+            relists.add_metric([r], health.relists)
+            backoff.add_metric([r], health.last_backoff)
+            for kind, n in health.events.items():
+                events.add_metric([r, kind], n)
+            if store is not None:
+                objects.add_metric([r], len(store))
+        yield from (state, errors, restarts, relists, backoff, events, objects)
+
+        results = CounterMetricFamily(
+            "watchkeeper_reconcile", "Reconciles by result", labels=["controller", "result"]
+        )
+        durations = HistogramMetricFamily(
+            "watchkeeper_reconcile_duration_seconds", "Reconcile durations",
+            labels=["controller"],
+        )
+        depth = GaugeMetricFamily(
+            "watchkeeper_queue_depth", "Pending reconcile requests", labels=["controller"]
+        )
+        for c in self.sources.controllers:
+            name = c.triggers[0].name
+            for result, n in c.results.items():
+                results.add_metric([name, result], n)
+            h = c.durations
+            cumulative, buckets = 0, []
+            for bound, n in zip((*h.BUCKETS, float("inf")), h.counts, strict=True):
+                cumulative += n
+                buckets.append(("+Inf" if bound == float("inf") else str(bound), cumulative))
+            durations.add_metric([name], buckets, h.total)
+            depth.add_metric([name], c.queue_depth)
+        yield from (results, durations, depth)
+
+        leader = GaugeMetricFamily(
+            "watchkeeper_leader", "1 while this replica holds the lease", labels=["lease"]
+        )
+        for e in self.sources.electors:
+            leader.add_metric([e.name], 1 if e.is_leader else 0)
+        yield leader
+        up = GaugeMetricFamily("watchkeeper_scrape_timestamp_seconds", "Time of this scrape")
+        up.add_metric([], time.time())
+        yield up
