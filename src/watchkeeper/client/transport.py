@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 
 from watchkeeper._version import __version__
+from watchkeeper.client.auth import ClientCertificateSource
 from watchkeeper.client.config import ClientConfig
 from watchkeeper.client.errors import (
     ApiError,
@@ -70,8 +71,17 @@ class Transport:
         self._ssl: ssl.SSLContext | None = config.ssl_context()
         self._base = config.server.rstrip("/")
 
-    def _get_session(self) -> aiohttp.ClientSession:
+    async def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
+            auth = self.config.auth
+            if self._ssl is not None and isinstance(auth, ClientCertificateSource):
+                pair = await auth.client_certificate()  # exec plugins may hand out certs
+                if pair is not None:
+                    from dataclasses import replace
+
+                    self._ssl = replace(
+                        self.config, client_cert_data=pair[0], client_key_data=pair[1]
+                    ).ssl_context()
             connector = aiohttp.TCPConnector(
                 ssl=self._ssl if self._ssl is not None else False,
                 limit=0,
@@ -89,6 +99,13 @@ class Transport:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+    async def _refresh_credentials(self) -> None:
+        """After a 401: fresh token next request; a fresh client certificate needs a new
+        session (TLS credentials are fixed per connection)."""
+        await self.config.auth.refresh()
+        if isinstance(self.config.auth, ClientCertificateSource):
+            await self.close()
 
     def _kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = {}
@@ -115,7 +132,7 @@ class Transport:
                 total=self.timeouts.request, sock_connect=self.timeouts.connect
             )
             try:
-                async with self._get_session().request(
+                async with (await self._get_session()).request(
                     method,
                     self._base + path,
                     params=params,
@@ -130,7 +147,7 @@ class Transport:
             except BaseException as exc:
                 raise _translate(exc, method, path) from _cause(exc)
             if status == 401 and attempt == 1:
-                await self.config.auth.refresh()
+                await self._refresh_credentials()
                 continue
             if status >= 400:
                 raise error_from_response(
@@ -159,7 +176,7 @@ class Transport:
                 total=None, sock_connect=self.timeouts.connect, sock_read=read_timeout
             )
             try:
-                resp = await self._get_session().request(
+                resp = await (await self._get_session()).request(
                     method,
                     self._base + path,
                     params=params,
@@ -172,7 +189,7 @@ class Transport:
                 raise _translate(exc, method, path) from _cause(exc)
             try:
                 if resp.status == 401 and attempt == 1:
-                    await self.config.auth.refresh()
+                    await self._refresh_credentials()
                     continue
                 if resp.status >= 400:
                     try:

@@ -10,6 +10,8 @@ from watchkeeper.controller.controller import (
     LeadershipLost,
     owner_mapper,
 )
+from watchkeeper.controller.finalizer import finalizer
+from watchkeeper.controller.recorder import Recorder
 
 __all__ = [
     "Action",
@@ -20,5 +22,7 @@ __all__ = [
     "Elector",
     "LeadershipLost",
     "ObjectRef",
+    "Recorder",
+    "finalizer",
     "owner_mapper",
 ]

@@ -1,0 +1,254 @@
+"""Exec credential plugins (kubeconfig ``users[].user.exec``), as client-go runs them.
+
+A plugin is a command that prints an ``ExecCredential`` JSON document with a bearer token
+and/or a client certificate, maybe with an expiry (cloud providers' ``*-auth-plugin``s).
+We run it with asyncio, never interactively, cache its answer until shortly before it
+expires, share one run between concurrent callers, and run it again after a 401.
+Its output is secret: errors quote only its exit status and (redacted) stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from watchkeeper.client.config import ConfigError
+
+__all__ = ["API_VERSIONS", "ExecAuth", "ExecPluginError"]
+
+log = logging.getLogger(__name__)
+
+API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io/v1beta1")
+_MODES = ("Never", "IfAvailable", "Always")
+_SKEW = 10.0  # seconds: refresh this much before expirationTimestamp
+_STDERR_LIMIT = 500
+_DOCS = "https://kubernetes.io/docs/reference/access-authn-authz/authentication/#client-go-credential-plugins"
+
+
+class ExecPluginError(ConfigError):
+    """The credential plugin could not be run or gave an unusable answer."""
+
+
+@dataclass(frozen=True)
+class _Credential:
+    token: str | None = field(repr=False)
+    cert: bytes | None = field(repr=False)
+    key: bytes | None = field(repr=False)
+    expires: float | None  # Unix time, None = until refresh()
+
+
+class ExecAuth:
+    """Bearer token and/or client certificate from an exec credential plugin."""
+
+    def __init__(
+        self,
+        command: str,
+        args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+        *,
+        api_version: str = API_VERSIONS[0],
+        install_hint: str | None = None,
+        provide_cluster_info: bool = False,
+        cluster: Mapping[str, Any] | None = None,
+        name: str = "exec plugin",
+        timeout: float = 60.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if api_version not in API_VERSIONS:
+            raise ConfigError(f"{name}: exec apiVersion must be one of {', '.join(API_VERSIONS)}")
+        self._command = command
+        self._args = list(args)
+        self._env = dict(env or {})
+        self._api_version = api_version
+        self._install_hint = install_hint
+        self._cluster = dict(cluster or {}) if provide_cluster_info else None
+        self._name = name
+        self._timeout = timeout
+        self._clock = clock
+        self._cached: _Credential | None = None
+        self._last: _Credential | None = None  # kept after refresh(), to redact stderr
+        self._running: asyncio.Task[_Credential] | None = None
+
+    @classmethod
+    def from_kubeconfig(
+        cls, spec: Any, *, where: str, base_dir: Path, cluster: Mapping[str, Any]
+    ) -> ExecAuth:
+        """Build from a kubeconfig ``exec`` mapping; ``where`` names the user and file."""
+        if not isinstance(spec, dict):
+            raise ConfigError(f"{where}: exec must be a mapping")
+        command, api_version = spec.get("command"), spec.get("apiVersion")
+        if not isinstance(command, str) or not command:
+            raise ConfigError(f"{where}: exec.command is not set")
+        if not isinstance(api_version, str) or api_version not in API_VERSIONS:
+            raise ConfigError(f"{where}: exec.apiVersion must be one of {', '.join(API_VERSIONS)}")
+        args = spec.get("args") or []
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise ConfigError(f"{where}: exec.args must be a list of strings")
+        env: dict[str, str] = {}
+        for i, item in enumerate(spec.get("env") or []):
+            name = item.get("name") if isinstance(item, dict) else None
+            value = item.get("value", "") if isinstance(item, dict) else None
+            if not isinstance(name, str) or not name or not isinstance(value, str):
+                raise ConfigError(f"{where}: exec.env[{i}] needs a name and a string value")
+            env[name] = value
+        # client-go defaults the mode only for v1beta1; v1 must say it.
+        default_mode = "" if api_version == API_VERSIONS[0] else "IfAvailable"
+        mode = spec.get("interactiveMode") or default_mode
+        if mode not in _MODES:
+            raise ConfigError(f"{where}: exec.interactiveMode must be one of {', '.join(_MODES)}")
+        if mode == "Always":
+            raise ConfigError(
+                f"{where}: exec.interactiveMode is Always, but plugins run here without a terminal"
+            )
+        hint = spec.get("installHint")
+        if os.sep in command:  # like kubectl: only path-like commands are file-relative
+            command = str(base_dir / command)
+        return cls(
+            command,
+            args,
+            env,
+            api_version=api_version,
+            install_hint=hint if isinstance(hint, str) else None,
+            provide_cluster_info=spec.get("provideClusterInfo") is True,
+            cluster=cluster,
+            name=where,
+        )
+
+    async def headers(self) -> dict[str, str]:
+        cred = await self._credential()
+        return {"Authorization": f"Bearer {cred.token}"} if cred.token else {}
+
+    async def client_certificate(self) -> tuple[bytes, bytes] | None:
+        """(certificate PEM, key PEM) when the plugin returned a pair, else None."""
+        cred = await self._credential()
+        return (cred.cert, cred.key) if cred.cert and cred.key else None
+
+    async def refresh(self) -> None:
+        self._cached = None
+
+    def __repr__(self) -> str:
+        return f"ExecAuth(command={self._command!r}, api_version={self._api_version!r})"
+
+    async def _credential(self) -> _Credential:
+        """The cached credential, or the result of the one run in progress (started if none)."""
+        cred = self._cached
+        if cred is not None and (cred.expires is None or self._clock() < cred.expires - _SKEW):
+            return cred
+        if self._running is None or self._running.done():
+            self._running = asyncio.create_task(self._run())
+            # Retrieve the outcome even if every waiter was cancelled.
+            self._running.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return await asyncio.shield(self._running)
+
+    async def _run(self) -> _Credential:
+        try:
+            cred = await self._execute()
+            self._cached = self._last = cred
+            return cred
+        finally:
+            self._running = None
+
+    def _exec_info(self) -> str:
+        spec: dict[str, Any] = {"interactive": False}
+        if self._cluster is not None:
+            spec["cluster"] = self._cluster
+        return json.dumps({"kind": "ExecCredential", "apiVersion": self._api_version, "spec": spec})
+
+    async def _execute(self) -> _Credential:
+        env = {**os.environ, **self._env, "KUBERNETES_EXEC_INFO": self._exec_info()}
+        what = f"credential plugin {self._command!r} of {self._name}"
+        log.debug("running %s", what)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                self._command,
+                *self._args,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+        except FileNotFoundError:
+            hint = f"\n\n{self._install_hint}" if self._install_hint else ""
+            raise ExecPluginError(
+                f"{what}: executable {self._command!r} not found. It looks like a client-go "
+                f"credential plugin that is not installed (see {_DOCS}).{hint}"
+            ) from None
+        except OSError as exc:
+            raise ExecPluginError(f"{what}: cannot run it: {exc.strerror}") from None
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), self._timeout)
+        except BaseException as exc:  # timeout or cancellation: do not leave it running
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                await proc.wait()
+            if isinstance(exc, TimeoutError):
+                raise ExecPluginError(f"{what}: no answer within {self._timeout:g} s") from None
+            raise
+        if proc.returncode != 0:
+            raise ExecPluginError(
+                f"{what}: exited with code {proc.returncode}{self._stderr_excerpt(out, err)}"
+            )
+        return self._parse(out, what)
+
+    def _stderr_excerpt(self, out: bytes, err: bytes) -> str:
+        """The end of stderr, with any credential the plugin also printed blanked out."""
+        text = err.decode(errors="replace").strip()
+        if not text:
+            return ""
+        secrets = [self._last.token] if self._last and self._last.token else []
+        try:
+            status = json.loads(out).get("status") or {}
+            secrets += [str(status.get(k)) for k in ("token", "clientKeyData") if status.get(k)]
+        except (ValueError, AttributeError):
+            pass
+        for secret in secrets:
+            text = text.replace(secret, "<redacted>")
+        if len(text) > _STDERR_LIMIT:
+            text = "..." + text[-_STDERR_LIMIT:]
+        return f"; stderr: {text}"
+
+    def _parse(self, out: bytes, what: str) -> _Credential:
+        """Check the ExecCredential; messages never quote it (it holds the secret)."""
+        try:
+            doc = json.loads(out)
+        except ValueError:
+            raise ExecPluginError(f"{what}: stdout is not JSON (an ExecCredential)") from None
+        if not isinstance(doc, dict) or doc.get("kind") != "ExecCredential":
+            raise ExecPluginError(f"{what}: stdout is not an ExecCredential object")
+        if doc.get("apiVersion") != self._api_version:
+            got = doc.get("apiVersion")
+            shown = got if got in API_VERSIONS or got is None else "another version"
+            raise ExecPluginError(f"{what}: expected apiVersion {self._api_version}, got {shown}")
+        status = doc.get("status")
+        if not isinstance(status, dict):
+            raise ExecPluginError(f"{what}: the ExecCredential has no status")
+        fields = ("token", "clientCertificateData", "clientKeyData", "expirationTimestamp")
+        for k in fields:
+            if status.get(k) is not None and not isinstance(status.get(k), str):
+                raise ExecPluginError(f"{what}: status.{k} must be a string")
+        token, cert, key, stamp = (status.get(k) or None for k in fields)
+        if bool(cert) != bool(key):
+            raise ExecPluginError(f"{what}: returned only one of a certificate and its key")
+        if not token and not cert:
+            raise ExecPluginError(f"{what}: returned neither a token nor a certificate and key")
+        expires = None
+        if stamp:
+            try:
+                when = datetime.fromisoformat(stamp)
+            except ValueError:
+                when = None
+            if when is None or when.tzinfo is None:
+                raise ExecPluginError(f"{what}: status.expirationTimestamp is not RFC 3339")
+            expires = when.timestamp()
+        log.debug("%s returned a credential (expires %s)", what, stamp or "never")
+        return _Credential(token, cert and cert.encode(), key and key.encode(), expires)
