@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import sys
 from typing import Any
 
@@ -137,6 +138,46 @@ def sim(port: int, kubeconfig_out: str | None, empty: bool) -> None:
 
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(run_simulator("127.0.0.1", port, kubeconfig_out, not empty))
+
+
+@main.command("run")
+@click.argument("target")
+@click.option("--kubeconfig", default=None, help="Path to a kubeconfig file.")
+@click.option("--context", default=None, help="Kubeconfig context to use.")
+@click.option("--probe-host", default="0.0.0.0", show_default=True, envvar="WK_PROBE_HOST")
+@click.option("--probe-port", type=int, default=8080, show_default=True, envvar="WK_PROBE_PORT",
+              help="Port for /healthz /readyz /metrics (0 picks one; -1 disables).")
+@click.option("--leader-election/--no-leader-election", default=False, envvar="WK_LEADER_ELECTION",
+              help="Reconcile only while holding a Lease (for several replicas).")
+@click.option("--lease-name", default=None, envvar="WK_LEASE_NAME")
+@click.option("--lease-namespace", default=None, envvar="WK_LEASE_NAMESPACE")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, envvar="WK_LOG_FORMAT")
+@click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
+def run_command(
+    target: str, kubeconfig: str | None, context: str | None, probe_host: str, probe_port: int,
+    leader_election: bool, lease_name: str | None, lease_namespace: str | None,
+    log_format: str, verbose: bool,
+) -> None:
+    """Run an operator: TARGET is module:attr or file.py:attr, a function that takes a
+    Client and returns a watchkeeper.Operator."""
+    from watchkeeper._runner import RunOptions, run_sync
+    from watchkeeper.ops.logs import setup_logging
+
+    setup_logging(log_format, logging.DEBUG if verbose else logging.INFO)
+    sys.exit(run_sync(RunOptions(
+        target, kubeconfig, context, probe_host, None if probe_port < 0 else probe_port,
+        leader_election, lease_name, lease_namespace,
+    )))
+
+
+@main.command()
+@click.argument("url")
+def status(url: str) -> None:
+    """Pretty-print a running controller's /readyz?verbose (URL like http://host:8080)."""
+    from watchkeeper.ops.status import print_status
+
+    sys.exit(asyncio.run(print_status(url)))
 
 
 @main.command()

@@ -11,6 +11,7 @@ from watchkeeper.controller.controller import (
     owner_mapper,
 )
 from watchkeeper.controller.finalizer import finalizer
+from watchkeeper.controller.operator import Operator
 from watchkeeper.controller.recorder import Recorder
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "Elector",
     "LeadershipLost",
     "ObjectRef",
+    "Operator",
     "Recorder",
     "finalizer",
     "owner_mapper",

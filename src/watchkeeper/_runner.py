@@ -1,0 +1,108 @@
+"""What ``watchkeeper run module:attr`` does: load the user's operator, serve probes and
+metrics, optionally elect a leader, run until a signal, exit non-zero on failure."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import inspect
+import logging
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import watchkeeper as wk
+from watchkeeper.leader import LeaderElector
+from watchkeeper.ops import HealthServer
+
+log = logging.getLogger("watchkeeper.run")
+
+
+class RunError(Exception):
+    """The target could not be loaded or is not an operator; the message says why."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    target: str
+    kubeconfig: str | None = None
+    context: str | None = None
+    probe_host: str = "0.0.0.0"
+    probe_port: int | None = 8080
+    leader_election: bool = False
+    lease_name: str | None = None
+    lease_namespace: str | None = None
+
+
+def load_target(target: str) -> Any:
+    """``package.module:attr`` or ``path/to/file.py:attr`` (attr defaults to ``setup``)."""
+    module_name, _, attr = target.partition(":")
+    attr = attr or "setup"
+    if module_name.endswith(".py") or "/" in module_name:
+        path = Path(module_name)
+        if not path.is_file():
+            raise RunError(f"no such file: {path}")
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        if spec is None or spec.loader is None:
+            raise RunError(f"cannot import {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[path.stem] = module
+        spec.loader.exec_module(module)
+    else:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise RunError(f"cannot import {module_name!r}: {exc}") from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise RunError(f"{module_name!r} has no attribute {attr!r}") from None
+
+
+async def run(options: RunOptions) -> int:
+    setup = load_target(options.target)
+    async with await wk.Client.from_env(options.kubeconfig, options.context) as client:
+        made = setup(client)
+        operator = await made if inspect.isawaitable(made) else made
+        if not isinstance(operator, wk.Operator):
+            raise RunError(
+                f"{options.target} must return a watchkeeper.Operator, "
+                f"not {type(operator).__name__}"
+            )
+        probes = None
+        if options.probe_port is not None:
+            probes = HealthServer(options.probe_host, options.probe_port)
+            probes.add_controller(operator.controller)
+            await probes.start()
+            log.info("probes and metrics on %s", probes.url)
+        elector = None
+        if options.leader_election:
+            lease = options.lease_name or f"{operator.controller.triggers[0].name}-leader"
+            leases = client.api(
+                "leases.coordination.k8s.io",
+                namespace=options.lease_namespace or client.default_namespace,
+            )
+            elector = LeaderElector(leases, lease.replace(" ", "-").replace(".", "-"))
+            if probes is not None:
+                probes.add_elector(elector)
+        try:
+            await operator.controller.run(
+                operator.reconcile, operator.error_policy, operator.context, elector=elector
+            )
+        except (wk.ControllerUnhealthy, wk.LeadershipLost) as exc:
+            log.error("%s", exc)
+            return 1
+        finally:
+            if probes is not None:
+                await probes.stop()
+    return 0
+
+
+def run_sync(options: RunOptions) -> int:
+    try:
+        return asyncio.run(run(options))
+    except RunError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
