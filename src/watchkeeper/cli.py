@@ -120,7 +120,7 @@ def watch(
             _watch(resource, namespace, all_namespaces, selector, kubeconfig, context, output,
                    max_unhealthy or None)
         )
-    except (wk.ConfigError, wk.UnknownResource) as exc:
+    except (wk.ConfigError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
         code = 130

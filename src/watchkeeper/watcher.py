@@ -335,14 +335,29 @@ class Watcher:
                 if isinstance(error, Gone) or _unusable_rv(error):
                     need_list = True
                     self.resource_version = None
+                limit = cfg.max_unhealthy
+                if limit is not None and health.non_functioning_for(clock()) >= limit:
+                    health.next_retry_at = None
+                    yield WatchError(error, 0.0)
+                    raise WatcherUnhealthy(
+                        f"watch {health.resource} has not worked for {limit:g} s "
+                        f"({health.consecutive_failures} failed attempts); last error: {error}"
+                    ) from error
                 # The first 410 relists at once; a repeated one backs off like any failure.
                 immediate = isinstance(error, Gone) and not previous_gone
                 previous_gone = isinstance(error, Gone)
                 delay = 0.0 if immediate else self._next_delay(error, backoff)
+                if limit is not None:
+                    # Wake at the threshold for one last attempt rather than past it, but
+                    # never sooner than the server's Retry-After.
+                    remaining = max(0.0, limit - health.non_functioning_for(clock()))
+                    delay = max(min(delay, remaining), error.retry_after or 0.0)
                 health.next_retry_at = clock() + delay
                 health.last_backoff = delay
                 yield WatchError(error, delay)
-                await self._wait(delay, error, clock)
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                health.restarts += 1
 
     def _next_delay(self, error: ApiError, backoff: Backoff) -> float:
         """max(backoff, Retry-After); WatchGaveUp when the backoff says stop."""
@@ -353,21 +368,6 @@ class Watcher:
                 f"{self.health.consecutive_failures} failures; last error: {error}"
             ) from error
         return max(delay, error.retry_after or 0.0)
-
-    async def _wait(self, delay: float, error: ApiError, clock: Callable[[], float]) -> None:
-        """Sleep before the retry, raising WatcherUnhealthy exactly when the threshold passes."""
-        health, limit = self.health, self.config.max_unhealthy
-        if limit is not None:
-            remaining = limit - health.non_functioning_for(clock())
-            if remaining <= delay:
-                await asyncio.sleep(max(0.0, remaining))
-                raise WatcherUnhealthy(
-                    f"watch {health.resource} has not worked for {limit:g} s "
-                    f"({health.consecutive_failures} failed attempts); last error: {error}"
-                ) from error
-        if delay > 0:
-            await asyncio.sleep(delay)
-        health.restarts += 1
 
     async def _paginated_list(self, progress: _Progress) -> AsyncIterator[Event]:
         cfg = self.config

@@ -7,7 +7,7 @@ from types import TracebackType
 from watchkeeper.client.api import Api
 from watchkeeper.client.config import ClientConfig
 from watchkeeper.client.discovery import Discovery
-from watchkeeper.client.resource import Resource
+from watchkeeper.client.resource import Resource, parse_spec
 from watchkeeper.client.transport import Timeouts, Transport
 
 _DEFAULT = object()
@@ -36,6 +36,8 @@ class Client:
         """An ``Api`` for ``resource`` (a Resource, "configmaps", "deployments.apps", a CRD's
         "widgets.example.com"...). ``namespace=None`` means all namespaces; omitted, the
         kubeconfig context's namespace."""
+        if isinstance(resource, str):
+            parse_spec(resource)  # a malformed name is the caller's bug: fail now, not later
         ns = self.config.namespace if namespace is _DEFAULT else namespace
         if ns is not None and not isinstance(ns, str):
             raise TypeError("namespace must be a string or None (all namespaces)")

@@ -37,8 +37,8 @@ class Discovery:
         if found is None:
             where = f" in group {spec.group!r}" if spec.group else ""
             raise UnknownResource(
-                f"the server does not serve a resource named {spec.name!r}{where}: "
-                "is the CRD installed? (kubectl api-resources lists what is served)"
+                f"the server does not serve a resource named {spec.name!r}{where} "
+                "(kubectl api-resources lists what is served)"
             )
         self._cache[text] = found
         return found

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from watchkeeper.client.errors import NotFound
+
 __all__ = ["BUILTINS", "Resource", "UnknownResource", "parse_spec"]
 
 
-class UnknownResource(LookupError):
-    """No served resource matches the given name; the message lists what was tried."""
+class UnknownResource(NotFound):
+    """No served resource matches the name (discovery found none): a 404 for the type, so a
+    watcher surfaces and retries it like any other, and recovers once the CRD exists."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, code=404, reason="NotFound")
 
 
 @dataclass(frozen=True)
@@ -106,14 +112,14 @@ def parse_spec(text: str) -> Spec:
     ``widgets.example.com``, ``widgets.v1.example.com`` and ``example.com/v1/widgets``."""
     text = text.strip()
     if not text or any(c.isspace() for c in text):
-        raise UnknownResource(f"invalid resource name {text!r}")
+        raise ValueError(f"invalid resource name {text!r}")
     if "/" in text:
         parts = text.split("/")
         if len(parts) == 2:  # v1/configmaps
             return Spec(parts[1], "", parts[0])
         if len(parts) == 3:
             return Spec(parts[2], parts[0], parts[1])
-        raise UnknownResource(f"invalid resource name {text!r}: expected [group/]version/plural")
+        raise ValueError(f"invalid resource name {text!r}: expected [group/]version/plural")
     name, _, rest = text.partition(".")
     if not rest:
         return Spec(_SHORT.get(name, name), None, None)
