@@ -5,6 +5,7 @@ event-loop time (looptime), so a 60 s outage takes milliseconds and the numbers 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import time
 
@@ -38,7 +39,7 @@ async def test_refused_for_60s_default_backoff_makes_at_most_7_attempts(
     assert srv.count() == 0  # no request ever got through
     # Each gap follows the schedule: the n-th delay lies in [d, 2d), d = min(0.8 * 2^n, 30).
     times = [t for t, ev in rec.events if isinstance(ev, wk.WatchError)]
-    for n, (a, b) in enumerate(zip(times, times[1:], strict=False)):
+    for n, (a, b) in enumerate(itertools.pairwise(times)):
         d = min(0.8 * 2**n, 30)
         assert d - 0.01 <= b - a < 2 * d + 0.01, (n, b - a)
 
@@ -71,7 +72,9 @@ async def test_listener_closed_outage_is_surfaced_on_the_schedule(
 
 
 @pytest.mark.realtime
-async def test_real_time_outage_of_15s_is_not_a_hot_loop(srv: ApiServer, client: wk.Client) -> None:
+async def test_real_time_outage_of_15s_is_not_a_hot_loop(
+    srv: ApiServer, client: wk.Client
+) -> None:
     srv.faults.refuse(count_refused=True)
     rec = record(cm_api(client), wk.WatchConfig(max_unhealthy=None))
     start = time.monotonic()
@@ -83,7 +86,9 @@ async def test_real_time_outage_of_15s_is_not_a_hot_loop(srv: ApiServer, client:
 
 
 @pytest.mark.looptime
-async def test_retry_after_is_honoured_and_never_undercut(srv: ApiServer, client: wk.Client) -> None:
+async def test_retry_after_is_honoured_and_never_undercut(
+    srv: ApiServer, client: wk.Client
+) -> None:
     srv.faults.throttle(retry_after=7, count=3)
     rec = record(cm_api(client), wk.WatchConfig(max_unhealthy=None))
     await rec.wait_for(lambda r: r.of(wk.InitDone), timeout=60)
@@ -92,7 +97,7 @@ async def test_retry_after_is_honoured_and_never_undercut(srv: ApiServer, client
     assert len(errors) == 3
     assert all(isinstance(e.error, wk.TooManyRequests) and e.retry_in >= 7 for e in errors)
     times = [t for t, ev in rec.events if isinstance(ev, wk.WatchError | wk.InitStart)]
-    assert all(b - a >= 7 for a, b in zip(times, times[1:], strict=False) if b != a)
+    assert all(b - a >= 7 for a, b in itertools.pairwise(times) if b != a)
 
 
 # -- resume, relist, nothing lost -----------------------------------------------------------
@@ -231,8 +236,8 @@ CRD = {
                   "listKind": "WidgetList"},
         "versions": [{"name": "v1", "served": True, "storage": True,
                       "subresources": {"status": {}},
-                      "schema": {"openAPIV3Schema": {"type": "object",
-                                                     "x-kubernetes-preserve-unknown-fields": True}}}],
+                      "schema": {"openAPIV3Schema": {
+                          "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}],
     },
 }
 
