@@ -43,6 +43,7 @@ log = logging.getLogger("watchkeeper.watcher")
 
 JSON = dict[str, Any]
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+STABLE_AFTER = 10.0  # seconds a watch must stay open to count as progress by itself
 
 
 # -- events -------------------------------------------------------------------------------
@@ -408,42 +409,53 @@ class Watcher:
         if initial:
             self.health.relists += 1
             yield InitStart()
-        async with self.api.watch(
-            resource_version=rv,
-            label_selector=cfg.label_selector,
-            field_selector=cfg.field_selector,
-            timeout_seconds=timeout,
-            allow_bookmarks=cfg.bookmarks or initial,
-            send_initial_events=initial,
-            read_timeout=cfg.idle_for(timeout),
-        ) as stream:
-            async for raw in stream:
-                kind, obj = raw.type, raw.object
-                if kind == "ERROR":
-                    raise error_from_status(obj, method="WATCH", path=self.api.resource_name)
-                new_rv = _rv(obj)
-                if new_rv is not None:
-                    self.resource_version = new_rv
-                delivered = True
-                counts[kind] = counts.get(kind, 0) + 1
-                self.health.last_event_at = clock()
-                if kind == "BOOKMARK":
-                    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-                    if in_initial and annotations.get(INITIAL_EVENTS_END) == "true":
-                        in_initial = False
-                        progress.progressed()
-                        yield InitDone()
-                    elif not in_initial:
-                        progress.progressed()
-                    continue
-                if in_initial:
-                    yield InitApply(obj)
-                    continue
-                progress.progressed()
-                if kind == "DELETED":
-                    yield Delete(obj)
-                else:
-                    yield Apply(obj)
+        stable: asyncio.TimerHandle | None = None
+        try:
+            async with self.api.watch(
+                resource_version=rv,
+                label_selector=cfg.label_selector,
+                field_selector=cfg.field_selector,
+                timeout_seconds=timeout,
+                allow_bookmarks=cfg.bookmarks or initial,
+                send_initial_events=initial,
+                read_timeout=cfg.idle_for(timeout),
+            ) as stream:
+                if not initial:
+                    # A watch that stays open is progress even on a quiet resource: without
+                    # this, the backoff would keep growing after an outage until an event came.
+                    stable = asyncio.get_running_loop().call_later(
+                        min(STABLE_AFTER, timeout / 2), progress.progressed
+                    )
+                async for raw in stream:
+                    kind, obj = raw.type, raw.object
+                    if kind == "ERROR":
+                        raise error_from_status(obj, method="WATCH", path=self.api.resource_name)
+                    new_rv = _rv(obj)
+                    if new_rv is not None:
+                        self.resource_version = new_rv
+                    delivered = True
+                    counts[kind] = counts.get(kind, 0) + 1
+                    self.health.last_event_at = clock()
+                    if kind == "BOOKMARK":
+                        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+                        if in_initial and annotations.get(INITIAL_EVENTS_END) == "true":
+                            in_initial = False
+                            progress.progressed()
+                            yield InitDone()
+                        elif not in_initial:
+                            progress.progressed()
+                        continue
+                    if in_initial:
+                        yield InitApply(obj)
+                        continue
+                    progress.progressed()
+                    if kind == "DELETED":
+                        yield Delete(obj)
+                    else:
+                        yield Apply(obj)
+        finally:
+            if stable is not None:
+                stable.cancel()
         if in_initial:
             raise _ClosedEarly(
                 "streaming list ended before the initial-events-end bookmark",

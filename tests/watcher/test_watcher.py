@@ -173,6 +173,27 @@ async def test_after_compaction_exactly_one_relist_and_deletions_are_reported(
     assert sorted(wk.meta.name(o) for o in store) == ["cm1", "cm2", "new"]
 
 
+@pytest.mark.looptime
+async def test_a_quiet_resumed_watch_is_progress_once_it_stays_open(
+    srv: ApiServer, client: wk.Client
+) -> None:
+    rec = record(cm_api(client), wk.WatchConfig(max_unhealthy=None, bookmarks=False,
+                                                server_timeout=300))
+    await rec.wait_for(lambda r: r.of(wk.InitDone))
+    await outage(srv, 40)  # long enough for the backoff to reach several seconds
+    assert max(e.retry_in for e in rec.of(wk.WatchError)) > 5
+    # No event arrives, yet 10 s after reconnecting the watcher counts as healthy again...
+    await rec.wait_for(lambda r: r.watch.health.state is wk.WatchState.HEALTHY, timeout=120)
+    assert rec.watch.health.consecutive_failures == 0
+    # ...and its backoff starts over: the next failure waits 0.8-1.6 s, not 30 s.
+    n = len(rec.of(wk.WatchError))
+    srv.reset_watches()
+    await rec.wait_for(lambda r: len(r.of(wk.WatchError)) > n)
+    assert 0.8 <= rec.of(wk.WatchError)[n].retry_in < 1.6
+    await rec.stop()
+    assert srv.count(is_list=True) == 1
+
+
 async def test_server_timeout_rewatches_at_once_from_the_last_version(
     srv: ApiServer, client: wk.Client
 ) -> None:
