@@ -114,9 +114,8 @@ class LeaderElector:
         while True:
             await asyncio.sleep(self.retry_period)
             try:
-                ok = await asyncio.wait_for(
-                    self._try_acquire_or_renew(), self.renew_deadline - (self._now() - last_renew)
-                )
+                async with asyncio.timeout(self.renew_deadline - (self._now() - last_renew)):
+                    ok = await self._try_acquire_or_renew()
             except (TimeoutError, ApiError) as exc:
                 ok = False
                 log.warning("lease %s renewal failed: %s", self.name, exc)

@@ -1,6 +1,5 @@
 """Small readers for object metadata, so callers don't repeat ``obj["metadata"].get(...)``."""
 
-from __future__ import annotations
 
 from typing import Any
 

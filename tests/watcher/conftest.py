@@ -88,7 +88,7 @@ class Recorder:
             while not predicate(self):
                 if self.task is not None and self.task.done():
                     raise AssertionError(f"watcher ended: {self.exception!r}")
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(0.1)
 
 
 def record(api: wk.Api, config: wk.WatchConfig | None = None, **kw: Any) -> Recorder:

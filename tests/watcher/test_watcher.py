@@ -103,7 +103,15 @@ async def test_retry_after_is_honoured_and_never_undercut(
 # -- resume, relist, nothing lost -----------------------------------------------------------
 
 
+async def watch_open(srv: ApiServer) -> None:
+    """Wait until the watch request is open server-side (InitDone comes just before it)."""
+    async with asyncio.timeout(10):
+        while not srv.open_watches:
+            await asyncio.sleep(0.01)
+
+
 async def outage(srv: ApiServer, seconds: float) -> None:
+    await watch_open(srv)
     srv.faults.refuse(count_refused=True)
     srv.reset_watches()
     await asyncio.sleep(seconds)
@@ -119,6 +127,7 @@ async def test_short_outage_resumes_without_relist_and_loses_nothing(
         await api.create(configmap(f"cm{i}", v="0"))
     rec = record(api, wk.WatchConfig(max_unhealthy=None))
     await rec.wait_for(lambda r: r.of(wk.InitDone))
+    await watch_open(srv)
     srv.faults.refuse(count_refused=True)
     srv.reset_watches()
     srv.create_object(configmap("during", v="1"))
@@ -153,6 +162,7 @@ async def test_after_compaction_exactly_one_relist_and_deletions_are_reported(
 
     task = asyncio.create_task(consume())
     await store.wait_until_ready(timeout=10)
+    await watch_open(srv)
     srv.faults.refuse(count_refused=True)
     srv.reset_watches()
     srv.delete_object("v1", "ConfigMap", "cm0")
@@ -187,6 +197,7 @@ async def test_a_quiet_resumed_watch_is_progress_once_it_stays_open(
     assert rec.watch.health.consecutive_failures == 0
     # ...and its backoff starts over: the next failure waits 0.8-1.6 s, not 30 s.
     n = len(rec.of(wk.WatchError))
+    await watch_open(srv)
     srv.reset_watches()
     await rec.wait_for(lambda r: len(r.of(wk.WatchError)) > n)
     assert 0.8 <= rec.of(wk.WatchError)[n].retry_in < 1.6
@@ -315,6 +326,7 @@ async def test_a_healthy_period_resets_the_unhealthy_clock(
     await rec.wait_for(lambda r: r.of(wk.InitDone))
     await outage(srv, 70)  # shorter than the threshold
     await rec.wait_for(lambda r: r.watch.health.state is wk.WatchState.HEALTHY, timeout=60)
+    await watch_open(srv)
     srv.faults.refuse(count_refused=True)
     srv.reset_watches()
     second_outage = loop.time()
@@ -348,6 +360,7 @@ async def test_a_silent_stream_is_detected_by_idle_timeout_and_resumed(
     rec = record(api, wk.WatchConfig(idle_timeout=20, server_timeout=300, bookmarks=False,
                                      max_unhealthy=None))
     await rec.wait_for(lambda r: r.of(wk.InitDone))
+    await watch_open(srv)
     stall = srv.faults.stall(watch=True)
     srv.create_object(configmap("unseen-until-resumed"))
     await rec.wait_for(lambda r: r.errors(), timeout=60)

@@ -49,6 +49,9 @@ async def scenario(steps: list[tuple[str, str]]) -> None:
 
         task = asyncio.create_task(consume())
         await store.wait_until_ready(timeout=30)
+        async with asyncio.timeout(10):
+            while not srv.open_watches:
+                await asyncio.sleep(0.01)
         for counter, (op, arg) in enumerate(steps, start=1):
             if op == "create" and srv.store.peek(srv.resource("v1", "ConfigMap"), "default",
                                                  arg) is None:
@@ -111,7 +114,7 @@ async def scenario(steps: list[tuple[str, str]]) -> None:
 
 
 def run_virtual(coro: Any) -> None:
-    loop = looptime.new_event_loop(start=0.0)
+    loop = looptime.new_event_loop(start=0.0, noop_cycles=300)  # see tests/conftest.py
     try:
         loop.run_until_complete(coro)
     finally:

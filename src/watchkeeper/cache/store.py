@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -83,7 +84,12 @@ class Store:
         async with asyncio.timeout(timeout):
             while not self.ready:
                 self._changed.clear()
-                await self._changed.wait()
+                # Health can recover without any event reaching the store (a quiet watch
+                # that stays open), so look again now and then, not only when notified.
+                # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(1.0):
+                        await self._changed.wait()
 
     # -- indexes -------------------------------------------------------------------------
 

@@ -352,22 +352,19 @@ class Controller:
         await asyncio.gather(*workers, return_exceptions=True)
 
     async def _drain(self, workers: list[asyncio.Task[None]], force: asyncio.Event) -> None:
-        """Let in-flight reconciles finish (up to shutdown_timeout, or until forced)."""
+        """Let in-flight reconciles finish (up to shutdown_timeout, or until forced); idle
+        workers are cancelled at once."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.shutdown_timeout
         if self._inflight:
             log.info("stopping: waiting for %d reconciles to finish", len(self._inflight))
-        forced = asyncio.create_task(force.wait())
-        done_all = asyncio.gather(*workers, return_exceptions=True)
-        waits: list[asyncio.Future[Any]] = [forced, done_all]
-        await asyncio.wait(
-            waits, timeout=self.config.shutdown_timeout,
-            return_when=asyncio.FIRST_COMPLETED,
-        )
-        forced.cancel()
-        if not done_all.done():
+        while self._inflight and not force.is_set() and loop.time() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
+        if self._inflight:
             log.warning("stopping: cancelling %d unfinished reconciles", len(self._inflight))
-            for w in workers:
-                w.cancel()
-        await asyncio.gather(done_all, return_exceptions=True)
+        for w in workers:
+            w.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
 
     def _install_signals(
         self, loop: asyncio.AbstractEventLoop, stop: asyncio.Event, force: asyncio.Event

@@ -77,5 +77,6 @@ class Scheduler:
             self._wake.clear()
             timeout = self._heap[0][0] - now if self._heap else None
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                async with asyncio.timeout(timeout):  # not wait_for: it can eat a cancel
+                    await self._wake.wait()
         return None

@@ -1,0 +1,384 @@
+"""Resource verbs over HTTP: get, list, watch, create, update, patch, delete, deletecollection.
+
+Authentication, authorization, faults and logging happen before these handlers run (in
+apiserver.py); here a request is resolved to a ResourceType and served with the exact
+statuses and bodies kube-apiserver 1.28 uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from watchkeeper.testing import _http, _status
+from watchkeeper.testing._http import Route
+from watchkeeper.testing._registry import Registry, present
+from watchkeeper.testing._selectors import SelectorError, matcher
+from watchkeeper.testing._store import (
+    JSON,
+    ObjectStore,
+    ResourceType,
+    RVTooLarge,
+    StoreError,
+    parse_rv,
+)
+from watchkeeper.testing._watch import OpenWatch, WatchOptions, WatchStream
+from watchkeeper.testing.faults import Faults, RequestInfo
+
+
+@dataclass
+class HandlerOptions:
+    """The tunables of request handling (set from ApiServer's constructor)."""
+
+    watch_list: bool = True  # the WatchList feature gate
+    bookmark_interval: float = 60.0
+    bookmark_lead: float = 2.0
+    too_large_rv_wait: float = 0.5  # apiserver waits ~3 s before its 504 (file 046)
+    default_watch_timeout: float | None = None
+    max_body_bytes: int = 3 * 1024 * 1024
+
+
+def _cause(field: str, reason: str, message: str) -> JSON:
+    return _status.cause(reason, message, field)
+
+
+def validate_list_options(q: Any, watch: bool, gate: bool) -> list[JSON]:
+    """apimachinery's ValidateListOptions (files 039, 040, 057, 068, 070) as 422 causes."""
+    causes: list[JSON] = []
+    match = q.get("resourceVersionMatch", "")
+    rv = q.get("resourceVersion", "")
+    cont = q.get("continue", "")
+    sie = q.get("sendInitialEvents")
+    forbid = "FieldValueForbidden"
+    if watch:
+        if sie is not None:
+            if match != "NotOlderThan":
+                causes.append(_cause("resourceVersionMatch", forbid,
+                                     "Forbidden: sendInitialEvents requires setting "
+                                     "resourceVersionMatch to NotOlderThan"))
+            if not gate:
+                causes.append(_cause("sendInitialEvents", forbid,
+                                     "Forbidden: sendInitialEvents is forbidden for watch unless "
+                                     "the WatchList feature gate is enabled"))
+        if match:
+            if sie is None:
+                causes.append(_cause("resourceVersionMatch", forbid,
+                                     "Forbidden: resourceVersionMatch is forbidden for watch "
+                                     "unless sendInitialEvents is provided"))
+            if match != "NotOlderThan":
+                causes.append(_cause("resourceVersionMatch", "FieldValueNotSupported",
+                                     f'Unsupported value: "{match}": supported values: '
+                                     '"NotOlderThan"'))
+            if cont:
+                causes.append(_cause("resourceVersionMatch", forbid,
+                                     "Forbidden: resourceVersionMatch is forbidden when "
+                                     "continue is provided"))
+        return causes
+    if match in ("Exact", "NotOlderThan"):
+        if not rv:
+            causes.append(_cause("resourceVersionMatch", forbid,
+                                 "Forbidden: resourceVersionMatch is forbidden unless "
+                                 "resourceVersion is provided"))
+        if cont:
+            causes.append(_cause("resourceVersionMatch", forbid,
+                                 "Forbidden: resourceVersionMatch is forbidden when continue is "
+                                 "provided"))
+        if match == "Exact" and rv == "0":
+            causes.append(_cause("resourceVersionMatch", forbid,
+                                 'Forbidden: resourceVersionMatch "exact" is forbidden for '
+                                 'resourceVersion "0"'))
+    elif match:
+        causes.append(_cause("resourceVersionMatch", "FieldValueNotSupported",
+                             f'Unsupported value: "{match}": supported values: "Exact", '
+                             '"NotOlderThan", ""'))
+    if sie is not None:
+        causes.append(_cause("sendInitialEvents", forbid,
+                             "Forbidden: sendInitialEvents is forbidden for list"))
+    return causes
+
+
+def _int_param(q: Any, name: str) -> int:
+    raw = q.get(name, "")
+    if raw == "":
+        return 0
+    try:
+        return int(raw)
+    except ValueError:
+        raise StoreError(_status.bad_request(
+            f'strconv.ParseInt: parsing "{raw}": invalid syntax')) from None
+
+
+class Handlers:
+    """Serves resource requests against one store."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        registry: Registry,
+        faults: Faults,
+        opts: HandlerOptions,
+        stopping: asyncio.Event,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.faults = faults
+        self.opts = opts
+        self.stopping = stopping
+        self.watches: set[OpenWatch] = set()
+
+    # ---- routing ---------------------------------------------------------------------------
+
+    def resolve(self, route: Route) -> ResourceType | web.Response:
+        """The ResourceType for a route, or the 404 response the apiserver gives."""
+        if route.api_prefix == "api":
+            if route.version != "v1":
+                return _http.page_not_found()
+        elif route.group not in self.store.groups():
+            return _http.page_not_found()
+        rt = self.store.lookup(route.group, route.version, route.resource)
+        if rt is None:
+            return _http.status_response(_status.resource_not_found())
+        if route.namespaced_path and not rt.namespaced:
+            return _http.status_response(_status.resource_not_found())
+        if route.subresource and not (route.subresource == "status" and rt.has_status):
+            return _http.status_response(_status.resource_not_found())
+        return rt
+
+    async def serve(
+        self,
+        request: web.Request,
+        route: Route,
+        verb: str,
+        manager: str,
+        info: RequestInfo,
+    ) -> web.StreamResponse:
+        resolved = self.resolve(route)
+        if isinstance(resolved, web.Response):
+            return resolved
+        rt = resolved
+        ns = route.namespace if rt.namespaced else ""
+        if rt.namespaced and not route.namespaced_path and (route.name or verb == "create"):
+            return _http.status_response(_status.resource_not_found())
+        if (verb in ("update", "patch") and not route.name) or (verb == "create" and route.name):
+            return _http.status_response(_status.method_not_allowed())
+        q = request.query
+        dry_run = q.get("dryRun", "") == "All"
+        try:
+            if verb == "get":
+                return _http.json_response(present(self.store.get(rt, ns, route.name), rt))
+            if verb in ("list", "watch"):
+                return await self._collection(request, rt, ns or None, verb == "watch", route)
+            if verb == "create":
+                body = await self._body(request, rt, patch=False)
+                obj = self.registry.create(rt, ns, body, manager=manager, dry_run=dry_run)
+                return _http.json_response(obj, 201)
+            if verb == "update":
+                body = await self._body(request, rt, patch=False)
+                obj = self.registry.update(rt, ns, route.name, body, manager=manager,
+                                           subresource=route.subresource, dry_run=dry_run)
+                return _http.json_response(obj)
+            if verb == "patch":
+                return await self._patch(request, rt, ns, route, dry_run)
+            if verb == "delete":
+                return await self._delete(request, rt, ns, route.name, dry_run)
+            if verb == "deletecollection":
+                return self._delete_collection(request, rt, ns or None, dry_run)
+        except StoreError as exc:
+            return _http.error_response(exc)
+        return _http.status_response(_status.method_not_allowed())
+
+    async def _body(self, request: web.Request, rt: ResourceType, patch: bool) -> Any:
+        raw = await self.read_body(request)
+        return _http.decode_write_body(request, raw, rt.kind)
+
+    async def read_body(self, request: web.Request) -> bytes:
+        """The request body, refusing more than ``max_body_bytes`` with a 413 Status."""
+        limit = self.opts.max_body_bytes
+        if request.content_length is not None and request.content_length > limit:
+            raise StoreError(_status.entity_too_large(limit))
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.content.iter_chunked(65536):
+            size += len(chunk)
+            if size > limit:
+                raise StoreError(_status.entity_too_large(limit))
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    # ---- list & watch ----------------------------------------------------------------------
+
+    async def _collection(
+        self, request: web.Request, rt: ResourceType, ns: str | None, watch: bool, route: Route
+    ) -> web.StreamResponse:
+        q = request.query
+        causes = validate_list_options(q, watch, self.opts.watch_list)
+        if causes:
+            raise StoreError(_status.invalid_options("ListOptions", causes))
+        try:
+            field_selector = q.get("fieldSelector", "")
+            if route.watch_prefix and route.name:
+                extra = f"metadata.name={route.name}"
+                field_selector = f"{field_selector},{extra}" if field_selector else extra
+            match = matcher(q.get("labelSelector", ""), field_selector, rt.plural)
+        except SelectorError as exc:
+            raise StoreError(_status.bad_request(str(exc))) from None
+        filtered = bool(q.get("labelSelector") or q.get("fieldSelector"))
+        if watch:
+            return await self._watch(request, rt, ns, match)
+        limit = _int_param(q, "limit")
+        for attempt in (0, 1):
+            try:
+                result = self.store.list(
+                    rt, ns, match,
+                    resource_version=q.get("resourceVersion", ""),
+                    rv_match=q.get("resourceVersionMatch", ""),
+                    limit=limit,
+                    continue_token=q.get("continue", ""),
+                    filtered=filtered,
+                )
+                break
+            except RVTooLarge as exc:
+                if attempt or not await self.store.wait_for_rv(exc.requested,
+                                                               self.opts.too_large_rv_wait):
+                    raise
+        meta: JSON = {"resourceVersion": result.resource_version}
+        if result.continue_token:
+            meta["continue"] = result.continue_token
+        if result.remaining_item_count is not None:
+            meta["remainingItemCount"] = result.remaining_item_count
+        items = [present(i, rt) if rt.is_custom else _strip_type(i) for i in result.items]
+        return _http.json_response(
+            {"kind": rt.list_kind, "apiVersion": rt.group_version, "metadata": meta,
+             "items": items})
+
+    async def _watch(
+        self, request: web.Request, rt: ResourceType, ns: str | None, match: Callable[[JSON], bool]
+    ) -> web.StreamResponse:
+        q = request.query
+        rv = q.get("resourceVersion", "")
+        sie_raw = q.get("sendInitialEvents")
+        bookmarks = q.get("allowWatchBookmarks", "") in _http.TRUE
+        if sie_raw is None and self.opts.watch_list and rv in ("", "0"):
+            sie_raw = "true"  # SetListOptionsDefaults with the WatchList gate on (file 071)
+        send_initial = sie_raw in _http.TRUE
+        timeout: float | None = self.opts.default_watch_timeout
+        if q.get("timeoutSeconds"):
+            try:
+                timeout = float(q["timeoutSeconds"])
+            except ValueError:
+                raise StoreError(_status.bad_request(
+                    f'strconv.ParseInt: parsing "{q["timeoutSeconds"]}": invalid syntax')) from None
+        since: int | None
+        if sie_raw is not None and not send_initial and rv in ("", "0"):
+            since = self.store.rv  # sendInitialEvents=false: only changes from now on
+        elif send_initial or rv in ("", "0"):
+            since = None
+            if rv not in ("", "0"):
+                n = parse_rv(rv)
+                if n > self.store.rv and not await self.store.wait_for_rv(
+                        n, self.opts.too_large_rv_wait):
+                    raise RVTooLarge(n, self.store.rv)
+        else:
+            since = parse_rv(rv)
+            if since > self.store.rv and not await self.store.wait_for_rv(
+                    since, self.opts.too_large_rv_wait):
+                raise RVTooLarge(since, self.store.rv)
+        info = RequestInfo(request.method, request.path, request.get(_http.USER), True)
+        opts = WatchOptions(
+            bookmarks=bookmarks,
+            timeout=timeout,
+            initial_events_end=send_initial and self.opts.watch_list,
+            bookmark_interval=self.opts.bookmark_interval,
+            bookmark_lead=self.opts.bookmark_lead,
+        )
+        try:
+            sub = self.store.subscribe(rt, ns, match, since=since)
+        except RVTooLarge:
+            raise
+        except StoreError as exc:
+            if exc.code != 410:
+                raise
+            # too old: HTTP 200, then one ERROR event, then the end (file 062)
+            dummy = OpenWatch(request, self.store.subscribe(rt, ns, match, since=None), info)
+            dummy.sub.close()
+            return await WatchStream(request, dummy, opts, self.faults,
+                                     self.stopping).error_and_close(exc.status)
+        watch = OpenWatch(request, sub, info)
+        self.watches.add(watch)
+        try:
+            return await WatchStream(request, watch, opts, self.faults, self.stopping).run()
+        finally:
+            self.watches.discard(watch)
+
+    # ---- writes ----------------------------------------------------------------------------
+
+    async def _patch(
+        self, request: web.Request, rt: ResourceType, ns: str, route: Route, dry_run: bool
+    ) -> web.Response:
+        raw = await self.read_body(request)
+        ptype, body = _http.decode_patch_body(request, raw, rt.kind, rt.is_custom)
+        q = request.query
+        manager = request[_http.MANAGER]
+        if ptype == "apply":
+            if not q.get("fieldManager"):
+                raise StoreError(_status.invalid_options("PatchOptions", [_status.cause(
+                    "FieldValueRequired", "Required value: is required for apply patch",
+                    "fieldManager")]))
+            manager = q["fieldManager"]
+        obj, code = self.registry.patch(
+            rt, ns, route.name, ptype, body, manager=manager, subresource=route.subresource,
+            force=q.get("force", "") in _http.TRUE, dry_run=dry_run)
+        return _http.json_response(obj, code)
+
+    async def _delete(
+        self, request: web.Request, rt: ResourceType, ns: str, name: str, dry_run: bool
+    ) -> web.Response:
+        raw = await self.read_body(request)
+        opts: JSON = {}
+        if raw.strip():
+            decoded = _http.decode_json(raw, "DeleteOptions")
+            if isinstance(decoded, dict):
+                opts = decoded
+        pre = opts.get("preconditions") or {}
+        q = request.query
+        propagation = q.get("propagationPolicy") or opts.get("propagationPolicy") or ""
+        dry = dry_run or "All" in (opts.get("dryRun") or [])
+        body = self.registry.delete(
+            rt, ns, name, uid=str(pre.get("uid") or ""),
+            resource_version=str(pre.get("resourceVersion") or ""),
+            propagation=str(propagation), dry_run=dry)
+        return _http.json_response(body)
+
+    def _delete_collection(
+        self, request: web.Request, rt: ResourceType, ns: str | None, dry_run: bool
+    ) -> web.Response:
+        q = request.query
+        try:
+            match = matcher(q.get("labelSelector", ""), q.get("fieldSelector", ""), rt.plural)
+        except SelectorError as exc:
+            raise StoreError(_status.bad_request(str(exc))) from None
+        gone = self.registry.delete_collection(rt, ns, match, dry_run=dry_run)
+        items = [present(i, rt) if rt.is_custom else _strip_type(i) for i in gone]
+        return _http.json_response({"kind": rt.list_kind, "apiVersion": rt.group_version,
+                                    "metadata": {"resourceVersion": str(self.store.rv)},
+                                    "items": items})
+
+    # ---- server-side control ---------------------------------------------------------------
+
+    def stop_all(self) -> None:
+        """End every open watch cleanly (final chunk)."""
+        for w in list(self.watches):
+            w.sub.end()
+
+    def reset_all(self) -> None:
+        """Abort the connection of every open watch."""
+        for w in list(self.watches):
+            w.abort()
+
+
+def _strip_type(obj: JSON) -> JSON:
+    return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}

@@ -1,0 +1,191 @@
+"""Patch algorithms: JSON merge patch (RFC 7386), JSON patch (RFC 6902), strategic merge.
+
+Pure functions on JSON values; the registry turns PatchError into the apiserver's 422
+(files 100, 101). Strategic merge is JSON merge plus merging of lists of named objects
+(containers, env, volumes...) by their ``name`` and the ``$patch: delete`` directive; other
+directives are dropped, which is enough for what clients and kubectl send.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+
+class PatchError(ValueError):
+    """The patch cannot be applied (bad path, failed test, malformed operation)."""
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: objects merge recursively, null deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+# ---- RFC 6902 -------------------------------------------------------------------------------
+
+
+def _pointer(path: str) -> list[str]:
+    if path == "":
+        return []
+    if not path.startswith("/"):
+        raise PatchError(f"invalid JSON pointer {path!r}")
+    return [p.replace("~1", "/").replace("~0", "~") for p in path[1:].split("/")]
+
+
+def _index(container: list[Any], token: str, allow_end: bool) -> int:
+    if token == "-" and allow_end:
+        return len(container)
+    if not token.isdigit() or (len(token) > 1 and token[0] == "0"):
+        raise PatchError(f"invalid array index {token!r}")
+    i = int(token)
+    if i > len(container) or (i == len(container) and not allow_end):
+        raise PatchError(f"array index {i} out of range")
+    return i
+
+
+def _parent(doc: Any, tokens: list[str]) -> Any:
+    cur = doc
+    for tok in tokens[:-1]:
+        if isinstance(cur, dict):
+            if tok not in cur:
+                raise PatchError(f"path segment {tok!r} not found")
+            cur = cur[tok]
+        elif isinstance(cur, list):
+            cur = cur[_index(cur, tok, False)]
+        else:
+            raise PatchError(f"cannot descend into {tok!r}")
+    return cur
+
+
+def _get(doc: Any, path: str) -> Any:
+    tokens = _pointer(path)
+    if not tokens:
+        return doc
+    parent = _parent(doc, tokens)
+    last = tokens[-1]
+    if isinstance(parent, dict):
+        if last not in parent:
+            raise PatchError(f"path {path!r} not found")
+        return parent[last]
+    if isinstance(parent, list):
+        return parent[_index(parent, last, False)]
+    raise PatchError(f"path {path!r} not found")
+
+
+def _add(doc: Any, path: str, value: Any) -> Any:
+    tokens = _pointer(path)
+    if not tokens:
+        return value
+    parent = _parent(doc, tokens)
+    last = tokens[-1]
+    if isinstance(parent, dict):
+        parent[last] = value
+    elif isinstance(parent, list):
+        parent.insert(_index(parent, last, True), value)
+    else:
+        raise PatchError(f"cannot add at {path!r}")
+    return doc
+
+
+def _remove(doc: Any, path: str) -> Any:
+    tokens = _pointer(path)
+    if not tokens:
+        raise PatchError("cannot remove the whole document")
+    parent = _parent(doc, tokens)
+    last = tokens[-1]
+    if isinstance(parent, dict):
+        if last not in parent:
+            raise PatchError(f"path {path!r} not found")
+        del parent[last]
+    elif isinstance(parent, list):
+        del parent[_index(parent, last, False)]
+    else:
+        raise PatchError(f"cannot remove {path!r}")
+    return doc
+
+
+def json_patch(doc: Any, ops: Any) -> Any:
+    """Apply an RFC 6902 operation list to a copy of ``doc``."""
+    if not isinstance(ops, list):
+        raise PatchError("a JSON patch must be a list of operations")
+    doc = copy.deepcopy(doc)
+    for op in ops:
+        if not isinstance(op, dict) or "path" not in op:
+            raise PatchError("malformed operation")
+        kind = op.get("op")
+        path = op["path"]
+        if kind == "add":
+            doc = _add(doc, path, copy.deepcopy(op.get("value")))
+        elif kind == "remove":
+            doc = _remove(doc, path)
+        elif kind == "replace":
+            _get(doc, path)
+            doc = _add(_remove(doc, path), path, copy.deepcopy(op.get("value")))
+        elif kind == "move":
+            value = _get(doc, op.get("from", ""))
+            doc = _add(_remove(doc, op.get("from", "")), path, value)
+        elif kind == "copy":
+            doc = _add(doc, path, copy.deepcopy(_get(doc, op.get("from", ""))))
+        elif kind == "test":
+            if _get(doc, path) != op.get("value"):
+                raise PatchError(f"test failed at {path!r}")
+        else:
+            raise PatchError(f"unknown operation {kind!r}")
+    return doc
+
+
+# ---- strategic merge (simplified) -----------------------------------------------------------
+
+
+def _named_list(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(v, dict) and "name" in v for v in value)
+    )
+
+
+def strategic_merge(target: Any, patch: Any) -> Any:
+    """Merge like ``merge_patch`` but merge lists of named objects element by element."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    if patch.get("$patch") == "replace":
+        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if key.startswith("$"):
+            continue  # $setElementOrder/..., $retainKeys, $deleteFromPrimitiveList/...
+        if value is None:
+            result.pop(key, None)
+        elif _named_list(value) and _named_list(result.get(key)):
+            result[key] = _merge_named(result[key], value)
+        elif isinstance(value, list):
+            result[key] = [
+                copy.deepcopy(v) for v in value
+                if not (isinstance(v, dict) and v.get("$patch") == "delete")
+            ]
+        else:
+            result[key] = strategic_merge(result.get(key), value)
+    return result
+
+
+def _merge_named(current: list[Any], patch: list[Any]) -> list[Any]:
+    out = [copy.deepcopy(v) for v in current]
+    for item in patch:
+        idx = next((i for i, v in enumerate(out) if v.get("name") == item["name"]), None)
+        if item.get("$patch") == "delete":
+            if idx is not None:
+                out.pop(idx)
+        elif idx is None:
+            out.append(strategic_merge({}, item))
+        else:
+            out[idx] = strategic_merge(out[idx], item)
+    return out

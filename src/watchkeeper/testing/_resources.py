@@ -1,0 +1,126 @@
+"""The built-in resource types the simulator serves, and CRD -> ResourceType conversion."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from watchkeeper.testing._store import ResourceType
+
+JSON = dict[str, Any]
+
+_RO = ("get", "list", "watch")
+
+
+def _rt(
+    group: str,
+    version: str,
+    plural: str,
+    kind: str,
+    namespaced: bool = True,
+    short: tuple[str, ...] = (),
+    status: bool = False,
+    generation: bool = False,
+    categories: tuple[str, ...] = (),
+) -> ResourceType:
+    return ResourceType(
+        group=group,
+        version=version,
+        plural=plural,
+        kind=kind,
+        namespaced=namespaced,
+        singular=kind.lower(),
+        short_names=short,
+        has_status=status,
+        categories=categories,
+        has_generation=generation,
+    )
+
+
+BUILTIN_TYPES: tuple[ResourceType, ...] = (
+    _rt("", "v1", "namespaces", "Namespace", False, ("ns",), status=True),
+    _rt("", "v1", "configmaps", "ConfigMap", short=("cm",)),
+    _rt("", "v1", "secrets", "Secret"),
+    _rt("", "v1", "pods", "Pod", short=("po",), status=True, categories=("all",)),
+    _rt("", "v1", "services", "Service", short=("svc",), status=True, categories=("all",)),
+    _rt("", "v1", "serviceaccounts", "ServiceAccount", short=("sa",)),
+    _rt("", "v1", "events", "Event", short=("ev",)),
+    _rt("apps", "v1", "deployments", "Deployment", short=("deploy",), status=True,
+        generation=True, categories=("all",)),
+    _rt("apps", "v1", "replicasets", "ReplicaSet", short=("rs",), status=True,
+        generation=True, categories=("all",)),
+    _rt("apps", "v1", "statefulsets", "StatefulSet", short=("sts",), status=True,
+        generation=True, categories=("all",)),
+    _rt("apps", "v1", "daemonsets", "DaemonSet", short=("ds",), status=True,
+        generation=True, categories=("all",)),
+    _rt("batch", "v1", "jobs", "Job", status=True, generation=True, categories=("all",)),
+    _rt("batch", "v1", "cronjobs", "CronJob", short=("cj",), status=True, generation=True,
+        categories=("all",)),
+    _rt("coordination.k8s.io", "v1", "leases", "Lease"),
+    _rt("events.k8s.io", "v1", "events", "Event", short=("ev",)),
+    _rt("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
+        False, ("crd", "crds"), status=True, generation=True),
+    _rt("rbac.authorization.k8s.io", "v1", "roles", "Role"),
+    _rt("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
+    _rt("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
+    _rt("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+)
+
+CRD_GROUP = "apiextensions.k8s.io"
+
+
+class CRDError(ValueError):
+    """The CRD cannot be served; ``causes`` are 422 causes (field, message)."""
+
+    def __init__(self, causes: list[tuple[str, str, str]]) -> None:
+        super().__init__("; ".join(f"{f}: {m}" for _, f, m in causes))
+        self.causes = causes
+
+
+def crd_types(crd: JSON) -> list[ResourceType]:
+    """The ResourceTypes a CRD serves (one per served version); raises CRDError if unusable."""
+    spec = crd.get("spec") or {}
+    names = spec.get("names") or {}
+    group = spec.get("group") or ""
+    plural = names.get("plural") or ""
+    kind = names.get("kind") or ""
+    scope = spec.get("scope") or ""
+    causes: list[tuple[str, str, str]] = []
+    if not group:
+        causes.append(("FieldValueRequired", "spec.group", "Required value"))
+    if not plural:
+        causes.append(("FieldValueRequired", "spec.names.plural", "Required value"))
+    if not kind:
+        causes.append(("FieldValueRequired", "spec.names.kind", "Required value"))
+    if scope not in ("Namespaced", "Cluster"):
+        causes.append(("FieldValueNotSupported", "spec.scope",
+                       f'Unsupported value: "{scope}": supported values: "Cluster", "Namespaced"'))
+    name = (crd.get("metadata") or {}).get("name", "")
+    if plural and group and name != f"{plural}.{group}":
+        causes.append(("FieldValueInvalid", "metadata.name",
+                       f'Invalid value: "{name}": must be spec.names.plural+"."+spec.group'))
+    versions = spec.get("versions") or []
+    if not versions:
+        causes.append(("FieldValueRequired", "spec.versions", "Required value"))
+    if causes:
+        raise CRDError(causes)
+    out = []
+    for v in versions:
+        if not v.get("served", True):
+            continue
+        subs = v.get("subresources") or {}
+        out.append(
+            ResourceType(
+                group=group,
+                version=str(v.get("name")),
+                plural=plural,
+                kind=kind,
+                namespaced=scope == "Namespaced",
+                singular=names.get("singular") or kind.lower(),
+                short_names=tuple(names.get("shortNames") or ()),
+                has_status="status" in subs,
+                is_custom=True,
+                categories=tuple(names.get("categories") or ()),
+                has_generation=True,
+            )
+        )
+    return out

@@ -1,0 +1,81 @@
+"""The example operator converges against the simulator, and through faults."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import watchkeeper as wk
+from watchkeeper.testing import ApiServer
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "widget_operator.py"
+_spec = importlib.util.spec_from_file_location("widget_operator", EXAMPLE)
+assert _spec is not None and _spec.loader is not None
+widget_operator = importlib.util.module_from_spec(_spec)
+sys.modules["widget_operator"] = widget_operator
+_spec.loader.exec_module(widget_operator)
+
+
+def widget(name: str, **data: str) -> dict[str, Any]:
+    return {"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": name, "namespace": "default"}, "spec": {"data": data}}
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 20.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not check():
+            await asyncio.sleep(0.1)
+
+
+@pytest.fixture
+async def world() -> AsyncIterator[tuple[ApiServer, wk.Client, wk.Operator, asyncio.Task[None]]]:
+    async with ApiServer() as srv:
+        srv.create_object(widget_operator.CRD)
+        async with srv.client() as client:
+            op = widget_operator.setup(client, namespace="default")
+            op.controller.config = wk.ControllerConfig(handle_signals=False)
+            task = asyncio.create_task(
+                op.controller.run(op.reconcile, op.error_policy, op.context)
+            )
+            yield srv, client, op, task
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+def child(srv: ApiServer, name: str) -> dict[str, Any] | None:
+    rt = srv.resource("v1", "ConfigMap")
+    return srv.store.peek(rt, "default", f"widget-{name}")
+
+
+async def test_widgets_get_owned_configmaps_that_follow_them(
+    world: tuple[ApiServer, wk.Client, wk.Operator, asyncio.Task[None]],
+) -> None:
+    srv, client, _op, _task = world
+    widgets = client.api("widgets.example.com", namespace="default")
+    await widgets.create(widget("a", colour="red"))
+    await eventually(lambda: (child(srv, "a") or {}).get("data") == {"colour": "red"})
+    cm = child(srv, "a")
+    assert cm is not None
+    owner = cm["metadata"]["ownerReferences"][0]
+    assert owner["kind"] == "Widget" and owner["name"] == "a" and owner["controller"] is True
+
+    # An update of the parent flows to the child.
+    await widgets.patch("a", {"spec": {"data": {"colour": "blue"}}})
+    await eventually(lambda: (child(srv, "a") or {}).get("data") == {"colour": "blue"})
+    status = srv.get_object("example.com/v1", "Widget", "a")["status"]
+    assert status["phase"] == "Ready"
+
+    # Deleting the owned child re-triggers the parent, which recreates it.
+    await client.api("configmaps", namespace="default").delete("widget-a")
+    await eventually(lambda: child(srv, "a") is not None)
+
+    # Deleting the parent runs the finalizer: the child goes, then the parent.
+    await widgets.delete("a")
+    await eventually(lambda: child(srv, "a") is None and srv.store.peek(
+        srv.resource("example.com/v1", "Widget"), "default", "a") is None)
