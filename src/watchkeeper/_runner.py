@@ -34,6 +34,9 @@ class RunOptions:
     leader_election: bool = False
     lease_name: str | None = None
     lease_namespace: str | None = None
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
 
 
 def load_target(target: str) -> Any:
@@ -84,7 +87,11 @@ async def run(options: RunOptions) -> int:
                 "leases.coordination.k8s.io",
                 namespace=options.lease_namespace or client.default_namespace,
             )
-            elector = LeaderElector(leases, lease.replace(" ", "-").replace(".", "-"))
+            elector = LeaderElector(
+                leases, lease.replace(" ", "-").replace(".", "-"),
+                lease_duration=options.lease_duration, renew_deadline=options.renew_deadline,
+                retry_period=options.retry_period,
+            )
             if probes is not None:
                 probes.add_elector(elector)
         try:

@@ -151,12 +151,18 @@ def sim(port: int, kubeconfig_out: str | None, empty: bool) -> None:
               help="Reconcile only while holding a Lease (for several replicas).")
 @click.option("--lease-name", default=None, envvar="WK_LEASE_NAME")
 @click.option("--lease-namespace", default=None, envvar="WK_LEASE_NAMESPACE")
+@click.option("--lease-duration", type=float, default=15.0, show_default=True,
+              help="Seconds a lease is valid without renewal (client-go's default).")
+@click.option("--renew-deadline", type=float, default=10.0, show_default=True,
+              help="A leader that cannot renew within this many seconds stops reconciling.")
+@click.option("--retry-period", type=float, default=2.0, show_default=True)
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
               show_default=True, envvar="WK_LOG_FORMAT")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
 def run_command(
     target: str, kubeconfig: str | None, context: str | None, probe_host: str, probe_port: int,
     leader_election: bool, lease_name: str | None, lease_namespace: str | None,
+    lease_duration: float, renew_deadline: float, retry_period: float,
     log_format: str, verbose: bool,
 ) -> None:
     """Run an operator: TARGET is module:attr or file.py:attr, a function that takes a
@@ -167,7 +173,8 @@ def run_command(
     setup_logging(log_format, logging.DEBUG if verbose else logging.INFO)
     sys.exit(run_sync(RunOptions(
         target, kubeconfig, context, probe_host, None if probe_port < 0 else probe_port,
-        leader_election, lease_name, lease_namespace,
+        leader_election, lease_name, lease_namespace, lease_duration, renew_deadline,
+        retry_period,
     )))
 
 
@@ -187,3 +194,7 @@ def demo(fast: bool) -> None:
     from watchkeeper._demo import run_demo
 
     sys.exit(asyncio.run(run_demo(fast=fast)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,30 @@
+"""A tiny operator for the leader-election tests: every reconcile is logged with its
+process identity and wall-clock times, and every object is requeued quickly, so there is
+always work and any overlap between two replicas would show in the log."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from typing import Any
+
+import watchkeeper as wk
+
+
+def setup(client: wk.Client) -> wk.Operator:
+    log_path = os.environ["WK_TEST_RECONCILE_LOG"]
+    identity = os.environ["POD_NAME"]
+
+    async def reconcile(obj: dict[str, Any], ctx: Any) -> wk.Action:
+        start = time.time()
+        await asyncio.sleep(0.05)
+        line = json.dumps({"id": identity, "start": start, "end": time.time(),
+                           "name": wk.meta.name(obj)})
+        with open(log_path, "a") as fh:  # O_APPEND: one short line per write, never torn
+            fh.write(line + "\n")
+        return wk.Action.requeue(0.2)
+
+    api = client.api("configmaps", namespace="lead")
+    return wk.Operator(wk.Controller(api, wk.ControllerConfig(shutdown_timeout=5)), reconcile)

@@ -1,0 +1,183 @@
+"""Probes and metrics over HTTP, through an outage (virtual time)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+import watchkeeper as wk
+from watchkeeper.ops import HealthServer
+from watchkeeper.testing import ApiServer
+
+NS = "default"
+
+
+async def get(session: aiohttp.ClientSession, url: str) -> tuple[int, str]:
+    async with session.get(url) as resp:
+        return resp.status, await resp.text()
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+async def eventually(check: Any, timeout: float = 60.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not await check():
+            await asyncio.sleep(0.25)
+
+
+@pytest.fixture
+async def srv() -> AsyncIterator[ApiServer]:
+    async with ApiServer() as server:
+        for i in range(3):
+            server.create_object({"apiVersion": "v1", "kind": "ConfigMap",
+                                  "metadata": {"name": f"cm{i}", "namespace": NS}})
+        yield server
+
+
+@pytest.mark.looptime
+async def test_probes_follow_an_outage_and_recover(srv: ApiServer) -> None:
+    """/readyz fails at once with the reason, /healthz only past max_unhealthy, both recover.
+
+    The watcher itself retries forever here (max_unhealthy=None) and the probe applies the
+    threshold: the deployment style where the kubelet restarts the pod via liveness."""
+    async with srv.client() as client:
+        w = wk.watcher(client.api("configmaps", namespace=NS), wk.WatchConfig(max_unhealthy=None))
+        store, writer = wk.Store.new()
+        probes = HealthServer().add_watch(w.health, store, max_unhealthy=60)
+        await probes.start()
+
+        async def consume() -> None:
+            async for _ev in wk.reflector(writer, w):
+                pass
+
+        task = asyncio.create_task(consume())
+        loop = asyncio.get_running_loop()
+        async with aiohttp.ClientSession() as http:
+            await store.wait_until_ready(timeout=10)
+            assert (await get(http, probes.url + "/readyz"))[0] == 200
+            assert (await get(http, probes.url + "/healthz")) == (200, "ok\n")
+            while not srv.open_watches:
+                await asyncio.sleep(0.1)
+            srv.faults.refuse(count_refused=True)
+            srv.reset_watches()
+            started = loop.time()
+
+            async def not_ready() -> bool:
+                return (await get(http, probes.url + "/readyz"))[0] == 503
+
+            await eventually(not_ready, 5)
+            status, body = await get(http, probes.url + "/readyz")
+            assert "configmaps in default: degraded" in body and "ConnectionFailed" not in body
+            assert "connection" in body  # the reason is there for a person to read
+            assert (await get(http, probes.url + "/healthz"))[0] == 200  # not yet past 60 s
+
+            async def dead() -> bool:
+                return (await get(http, probes.url + "/healthz"))[0] == 503
+
+            await eventually(dead, 120)
+            assert loop.time() - started >= 60
+            status, body = await get(http, probes.url + "/healthz")
+            assert "max_unhealthy 60 s" in body
+
+            srv.faults.clear()
+
+            async def alive_and_ready() -> bool:
+                return ((await get(http, probes.url + "/healthz"))[0] == 200
+                        and (await get(http, probes.url + "/readyz"))[0] == 200)
+
+            await eventually(alive_and_ready, 120)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await probes.stop()
+
+
+@pytest.mark.looptime
+async def test_readyz_verbose_is_json_with_each_watch(srv: ApiServer) -> None:
+    async with srv.client() as client:
+        async def reconcile(obj: dict[str, Any], ctx: Any) -> wk.Action:
+            return wk.Action.await_change()
+
+        ctrl = wk.Controller(client.api("configmaps", namespace=NS),
+                             wk.ControllerConfig(handle_signals=False))
+        probes = HealthServer().add_controller(ctrl)
+        await probes.start()
+        task = asyncio.create_task(ctrl.run(reconcile))
+        await ctrl.store.wait_until_ready(timeout=10)
+        async with aiohttp.ClientSession() as http, http.get(
+            probes.url + "/readyz?verbose"
+        ) as resp:
+            body = await resp.json()
+        assert resp.status == 200 and body["ready"] is True
+        (watch,) = body["watches"]
+        assert watch["resource"] == "configmaps" and watch["state"] == "healthy"
+        assert watch["objects"] == 3 and watch["last_error"] is None
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await probes.stop()
+
+
+@pytest.mark.looptime
+async def test_metrics_change_as_documented(srv: ApiServer) -> None:
+    async with srv.client() as client:
+        calls = {"n": 0}
+
+        async def reconcile(obj: dict[str, Any], ctx: Any) -> wk.Action:
+            calls["n"] += 1
+            if wk.meta.name(obj) == "cm0":
+                raise RuntimeError("always fails")
+            return wk.Action.await_change()
+
+        ctrl = wk.Controller(client.api("configmaps", namespace=NS),
+                             wk.ControllerConfig(handle_signals=False, max_unhealthy=None))
+        probes = HealthServer().add_controller(ctrl)
+        await probes.start()
+        task = asyncio.create_task(ctrl.run(reconcile))
+        await ctrl.store.wait_until_ready(timeout=10)
+        await asyncio.sleep(5)
+        async with aiohttp.ClientSession() as http:
+            _, text = await get(http, probes.url + "/metrics")
+            m = samples(text)
+            r = (("resource", "configmaps"),)
+            assert m[("watchkeeper_watch_state", r)] == 1
+            assert m[("watchkeeper_store_objects", r)] == 3
+            assert m[("watchkeeper_watch_relists_total", r)] == 1
+            c = (("controller", "configmaps"),)
+            assert m[("watchkeeper_reconcile_total", (*c, ("result", "success")))] == 2
+            assert m[("watchkeeper_reconcile_total", (*c, ("result", "error")))] >= 2
+            assert m[("watchkeeper_reconcile_duration_seconds_count", c)] >= 4
+            assert ("watchkeeper_queue_depth", c) in m
+
+            while not srv.open_watches:
+                await asyncio.sleep(0.1)
+            srv.faults.refuse(count_refused=True)
+            srv.reset_watches()
+            await asyncio.sleep(10)
+            m = samples((await get(http, probes.url + "/metrics"))[1])
+            assert m[("watchkeeper_watch_state", r)] == 2
+            assert m[("watchkeeper_watch_errors_total",
+                      (("reason", "ConnectionFailed"), *r))] >= 2
+            assert m[("watchkeeper_backoff_seconds", r)] > 0
+            assert m[("watchkeeper_watch_restarts_total", r)] >= 1
+            srv.faults.clear()
+            srv.create_object({"apiVersion": "v1", "kind": "ConfigMap",
+                               "metadata": {"name": "cm9", "namespace": NS}})
+            await ctrl.store.wait_until_ready(timeout=60)
+            await asyncio.sleep(1)
+            m = samples((await get(http, probes.url + "/metrics"))[1])
+            assert m[("watchkeeper_watch_state", r)] == 1
+            assert m[("watchkeeper_watch_events_total", (*r, ("type", "ADDED")))] >= 1
+            assert m[("watchkeeper_store_objects", r)] == 4
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await probes.stop()
