@@ -77,7 +77,7 @@ async def test_probes_follow_an_outage_and_recover(srv: ApiServer) -> None:
                 return (await get(http, probes.url + "/readyz"))[0] == 503
 
             await eventually(not_ready, 5)
-            status, body = await get(http, probes.url + "/readyz")
+            _, body = await get(http, probes.url + "/readyz")
             assert "configmaps in default: degraded" in body and "ConnectionFailed" not in body
             assert "connection" in body  # the reason is there for a person to read
             assert (await get(http, probes.url + "/healthz"))[0] == 200  # not yet past 60 s

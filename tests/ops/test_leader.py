@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import signal
@@ -79,7 +80,7 @@ async def replicas(tmp_path: Path) -> AsyncIterator[Replicas]:
 def assert_no_overlap(entries: list[dict[str, Any]]) -> None:
     """No two replicas ever had a reconcile running at the same moment."""
     spans = sorted((e["start"], e["end"], e["id"]) for e in entries)
-    for (s1, e1, id1), (s2, _e2, id2) in zip(spans, spans[1:], strict=False):
+    for (_s1, e1, id1), (s2, _e2, id2) in itertools.pairwise(spans):
         if id1 != id2:
             assert s2 >= e1, f"{id1} and {id2} reconciled at the same time ({s2} < {e1})"
 
