@@ -87,7 +87,7 @@ async def test_probes_follow_an_outage_and_recover(srv: ApiServer) -> None:
 
             await eventually(dead, 120)
             assert loop.time() - started >= 60
-            status, body = await get(http, probes.url + "/healthz")
+            _, body = await get(http, probes.url + "/healthz")
             assert "max_unhealthy 60 s" in body
 
             srv.faults.clear()
