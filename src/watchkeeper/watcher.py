@@ -199,20 +199,29 @@ class _Progress:
         self.health, self.backoff, self.clock = health, backoff, clock
         self._repeats = 0
 
+    def _fields(self, state: str, error: ApiError | None = None, **more: Any) -> dict[str, Any]:
+        """Structured fields for JSON logs (never credentials: errors carry none)."""
+        fields: dict[str, Any] = {"resource": self.health.resource, "state": state, **more}
+        if error is not None:
+            fields["error_class"] = type(error).__name__
+            fields["error_code"] = error.code
+        return fields
+
     def progressed(self) -> None:
         h = self.health
         if h.state is WatchState.HEALTHY and h.consecutive_failures == 0:
             return
         now = self.clock()
         if h.state is WatchState.DEGRADED:
-            outage = now - (h.functioning_since or now)
+            outage = now - h.functioning_since if h.functioning_since is not None else 0.0
             log.info(
                 "watch %s recovered after %.1f s (%d failed attempts%s)",
                 h.resource, outage, h.consecutive_failures,
                 f", last error repeated {self._repeats} times" if self._repeats > 1 else "",
+                extra=self._fields("healthy", outage_seconds=round(outage, 1)),
             )
         elif h.state is WatchState.STARTING:
-            log.info("watch %s healthy", h.resource)
+            log.info("watch %s healthy", h.resource, extra=self._fields("healthy"))
         self.backoff.reset()
         h.state, h.since, h.since_wall = WatchState.HEALTHY, now, time.time()
         h.consecutive_failures, h.next_retry_at, self._repeats = 0, None, 0
@@ -230,7 +239,8 @@ class _Progress:
             h.functioning_since = now  # it worked until just now
         if h.state is not WatchState.DEGRADED:
             h.state, h.since, h.since_wall = WatchState.DEGRADED, now, time.time()
-            log.warning("watch %s degraded: %s", h.resource, error)
+            log.warning("watch %s degraded: %s", h.resource, error,
+                        extra=self._fields("degraded", error))
             self._repeats = 1
         elif same:
             self._repeats += 1
@@ -238,11 +248,12 @@ class _Progress:
                 log.warning(
                     "watch %s still failing (%d times in a row): %s",
                     h.resource, self._repeats, error,
+                    extra=self._fields("degraded", error, repeats=self._repeats),
                 )
         else:
             log.warning(
                 "watch %s now failing with a different error: %s (previous one repeated %d times)",
-                h.resource, error, self._repeats,
+                h.resource, error, self._repeats, extra=self._fields("degraded", error),
             )
             self._repeats = 1
 

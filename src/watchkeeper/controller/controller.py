@@ -495,7 +495,11 @@ class Controller:
         """Per-object jittered backoff, 1 s doubling to 5 min, reset on success."""
         backoff = self._object_backoff.setdefault(ref, ExponentialBackoff(1.0, 300.0, 2.0, 0.1))
         delay = backoff.next() or 300.0
-        log.warning("reconcile of %s failed (retry in %.1f s): %s", ref, delay, exc)
+        log.warning(
+            "reconcile of %s failed (retry in %.1f s): %s", ref, delay, exc,
+            extra={"namespace": ref.namespace, "name": ref.name, "retry_in": round(delay, 2),
+                   "error_class": type(exc).__name__},
+        )
         return Action.requeue(delay)
 
     async def _watchdog(self, failure: asyncio.Future[BaseException]) -> None:
