@@ -105,6 +105,7 @@ class Api:
 
     def __init__(self, client: Client, resource: Resource | str, namespace: str | None) -> None:
         self.client = client
+        self._given = resource
         self._resource = resource
         self._spec = resource if isinstance(resource, str) else resource.qualified
         self.namespace = namespace
@@ -138,6 +139,13 @@ class Api:
             )
         return res.path(ns, name, sub)
 
+    def _type_missing(self, exc: NotFound) -> None:
+        """After a 404 for the type itself (CRD deleted), look it up afresh next time: in the
+        discovery cache and here, since a re-created CRD may serve another version."""
+        if not exc.details.get("name"):
+            self.client.discovery.forget(self._spec)
+            self._resource = self._given
+
     async def _json(
         self,
         method: str,
@@ -154,9 +162,7 @@ class Api:
                 content_type=content_type if payload is not None else None,
             )
         except NotFound as exc:
-            if not exc.details.get("name"):
-                # The type itself vanished (CRD deleted): look it up afresh next time.
-                self.client.discovery.forget(self._spec)
+            self._type_missing(exc)
             raise
         try:
             return _decode_obj(resp.body)
@@ -253,10 +259,17 @@ class Api:
         if extra_params:
             params.update(extra_params)
         path = await self._path()
-        async with self.client.transport.stream(
-            "GET", path, params=params, read_timeout=read_timeout
-        ) as reader:
-            yield WatchStream(reader, path)
+        opened = False
+        try:
+            async with self.client.transport.stream(
+                "GET", path, params=params, read_timeout=read_timeout
+            ) as reader:
+                opened = True
+                yield WatchStream(reader, path)
+        except NotFound as exc:
+            if not opened:  # the watch request itself got the 404, not the caller's code
+                self._type_missing(exc)
+            raise
 
     # -- writes --------------------------------------------------------------------------
 

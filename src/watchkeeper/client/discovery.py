@@ -33,14 +33,17 @@ class Discovery:
         if text in self._cache:
             return self._cache[text]
         async with self._lock:
+            if text in self._cache:  # found by a concurrent caller while we waited
+                return self._cache[text]
             found = await self._search(spec)
+            if found is not None:
+                self._cache[text] = found
         if found is None:
             where = f" in group {spec.group!r}" if spec.group else ""
             raise UnknownResource(
                 f"the server does not serve a resource named {spec.name!r}{where} "
                 "(kubectl api-resources lists what is served)"
             )
-        self._cache[text] = found
         return found
 
     async def _get(self, path: str) -> dict[str, Any]:

@@ -7,6 +7,7 @@ after the first call.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from watchkeeper.client.errors import NotFound
@@ -42,19 +43,32 @@ class Resource:
     def path(
         self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
     ) -> str:
-        """The URL path; ``namespace=None`` on a namespaced resource means all namespaces."""
+        """The URL path; ``namespace=None`` on a namespaced resource means all namespaces.
+
+        Raises ValueError for a namespace, name or subresource that is not one path segment
+        (as client-go does): "a/b" or ".." would silently address another object."""
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if self.namespaced and namespace:
-            base += f"/namespaces/{namespace}"
+            base += f"/namespaces/{_segment('namespace', namespace)}"
         base += f"/{self.plural}"
         if name is not None:
-            base += f"/{name}"
+            base += f"/{_segment('object name', name)}"
             if subresource:
-                base += f"/{subresource}"
+                base += f"/{_segment('subresource', subresource)}"
         return base
 
     def __str__(self) -> str:
         return f"{self.qualified} ({self.api_version} {self.kind})"
+
+
+def _segment(what: str, value: str) -> str:
+    """``value`` if it is a valid path segment name (apimachinery's IsValidPathSegmentName)."""
+    if not value or value in (".", "..") or "/" in value or "%" in value:
+        raise ValueError(
+            f"invalid {what} {value!r}: it may not be empty, '.' or '..', "
+            "nor contain '/' or '%'"
+        )
+    return value
 
 
 def _r(gv: str, kind: str, plural: str, namespaced: bool = True) -> Resource:
@@ -98,6 +112,12 @@ _SHORT = {
 }
 
 
+# Each dot- or slash-separated part of a resource name: letters, digits and inner dashes
+# (plurals and groups are DNS names, kinds CamelCase). Anything else would end up in the
+# URL as something other than a resource name ("pods?watch=1", "cm/../secrets").
+_NAME_PART = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?")
+
+
 @dataclass(frozen=True)
 class Spec:
     """A parsed resource name: any part may be unknown until discovery fills it in."""
@@ -111,8 +131,12 @@ def parse_spec(text: str) -> Spec:
     """Accept ``configmaps``, ``cm``, ``ConfigMap``, ``deployments.apps``, ``apps/v1/deployments``,
     ``widgets.example.com``, ``widgets.v1.example.com`` and ``example.com/v1/widgets``."""
     text = text.strip()
-    if not text or any(c.isspace() for c in text):
-        raise ValueError(f"invalid resource name {text!r}")
+    if not all(_NAME_PART.fullmatch(part) for part in re.split(r"[./]", text)):
+        raise ValueError(
+            f"invalid resource name {text!r}: expected a plural, kind or short name "
+            "('configmaps', 'ConfigMap', 'cm'), optionally with its group "
+            "('deployments.apps') or as [group/]version/plural ('apps/v1/deployments')"
+        )
     if "/" in text:
         parts = text.split("/")
         if len(parts) == 2:  # v1/configmaps

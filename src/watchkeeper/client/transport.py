@@ -18,12 +18,13 @@ import aiohttp
 
 from watchkeeper._version import __version__
 from watchkeeper.client.auth import ClientCertificateSource
-from watchkeeper.client.config import ClientConfig
+from watchkeeper.client.config import ClientConfig, ConfigError
 from watchkeeper.client.errors import (
     ApiError,
     ConnectionFailed,
     InvalidResponse,
     Timeout,
+    Unauthorized,
     error_from_response,
 )
 
@@ -105,6 +106,17 @@ class Transport:
             await self._session.close()
             self._session = None
 
+    async def _auth_headers(self, method: str, path: str) -> dict[str, str]:
+        """The credentials' headers; a credential plugin that fails is an ``Unauthorized``
+        (no credentials), so a watcher surfaces and retries it instead of dying."""
+        try:
+            return await self.config.auth.headers()
+        except ConfigError as exc:
+            raise Unauthorized(
+                f"could not obtain credentials: {exc}", reason="CredentialsUnavailable",
+                method=method, path=path,
+            ) from exc
+
     async def _refresh_credentials(self) -> None:
         """After a 401: fresh token next request; a fresh client certificate needs a new
         session (TLS credentials are fixed per connection)."""
@@ -130,7 +142,7 @@ class Transport:
     ) -> Response:
         """One request, retried once after a 401 with refreshed credentials."""
         for attempt in (1, 2):
-            headers = {"Accept": accept, **await self.config.auth.headers()}
+            headers = {"Accept": accept, **await self._auth_headers(method, path)}
             if content_type:
                 headers["Content-Type"] = content_type
             timeout = aiohttp.ClientTimeout(
@@ -176,7 +188,7 @@ class Transport:
         ``read_timeout`` bounds each read, so a silent stream fails with ``Timeout``.
         """
         for attempt in (1, 2):
-            headers = {"Accept": accept, **await self.config.auth.headers()}
+            headers = {"Accept": accept, **await self._auth_headers(method, path)}
             timeout = aiohttp.ClientTimeout(
                 total=None, sock_connect=self.timeouts.connect, sock_read=read_timeout
             )
@@ -256,10 +268,17 @@ def _translate(exc: BaseException, method: str, path: str) -> BaseException:
             f"cannot connect to {exc.host}:{exc.port}: {exc.os_error.strerror or exc.os_error}",
             reason="ConnectionRefused", **where,
         )
-    if isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
+    if isinstance(exc, aiohttp.ClientPayloadError):
         return ConnectionFailed(
             "the connection was cut in the middle of the response", reason="ConnectionReset",
             **where,
+        )
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        # Also what a TLS server's rejection of our client certificate looks like (TLS 1.3
+        # reports it after the handshake): no response may have started at all.
+        return ConnectionFailed(
+            "the server closed the connection before the response was complete",
+            reason="ConnectionReset", **where,
         )
     if isinstance(exc, aiohttp.ClientResponseError):
         return InvalidResponse(f"malformed HTTP response: {exc.message}", **where)

@@ -497,7 +497,8 @@ class Controller:
         delay = backoff.next() or 300.0
         log.warning(
             "reconcile of %s failed (retry in %.1f s): %s", ref, delay, exc,
-            extra={"namespace": ref.namespace, "name": ref.name, "retry_in": round(delay, 2),
+            extra={"object_namespace": ref.namespace, "object_name": ref.name,
+                   "retry_in": round(delay, 2),
                    "error_class": type(exc).__name__},
         )
         return Action.requeue(delay)

@@ -15,7 +15,7 @@ _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line; ``extra={...}`` fields (resource, namespace, name, state)
+    """One JSON object per line; ``extra={...}`` fields (resource, state, object_name...)
     become top-level keys."""
 
     def format(self, record: logging.LogRecord) -> str:
