@@ -121,6 +121,7 @@ class WatchConfig:
     server_timeout: float | None = None
     idle_timeout: float | None = None
     max_unhealthy: float | None = 300.0
+    metadata_only: bool = False  # PartialObjectMetadata only: for big kinds (Secrets, Pods)
 
     def __post_init__(self) -> None:
         if self.page_size < 1:
@@ -394,6 +395,7 @@ class Watcher:
                 limit=cfg.page_size,
                 continue_token=token,
                 resource_version=None if token else rv,
+                metadata_only=cfg.metadata_only,
             )
             if not token:
                 list_rv = page.resource_version
@@ -430,6 +432,7 @@ class Watcher:
                 allow_bookmarks=cfg.bookmarks or initial,
                 send_initial_events=initial,
                 read_timeout=cfg.idle_for(timeout),
+                metadata_only=cfg.metadata_only,
             ) as stream:
                 if not initial:
                     # A watch that stays open is progress even on a quiet resource: without

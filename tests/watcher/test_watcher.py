@@ -462,3 +462,27 @@ def test_watch_config_rejects_nonsense_with_clear_errors() -> None:
     cfg = wk.WatchConfig(label_selector="a=b")
     assert "label_selector='a=b'" in repr(cfg)
     assert 300 <= cfg.watch_timeout(random.Random(1)) <= 600
+
+
+async def test_metadata_only_watch_caches_no_payload(srv: ApiServer, client: wk.Client) -> None:
+    api = cm_api(client)
+    await api.create(configmap("big", blob="x" * 10_000))
+    store, writer = wk.Store.new()
+    w = wk.watcher(api, wk.WatchConfig(metadata_only=True))
+
+    async def consume() -> None:
+        async for _ev in wk.reflector(writer, w):
+            pass
+
+    task = asyncio.create_task(consume())
+    await store.wait_until_ready(timeout=10)
+    await api.create(configmap("later", blob="y" * 10_000))
+    async with asyncio.timeout(10):
+        while store.get("later", "default") is None:
+            await asyncio.sleep(0.02)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    for name in ("big", "later"):
+        obj = store.get(name, "default")
+        assert obj is not None and obj["kind"] == "PartialObjectMetadata"
+        assert "data" not in obj and obj["metadata"]["name"] == name

@@ -30,6 +30,10 @@ _PATCH_CONTENT_TYPES: dict[str, str] = {
     "apply": "application/apply-patch+yaml",
 }
 
+# PartialObjectMetadata: only kind, apiVersion and metadata of each object (big kinds).
+METADATA_ACCEPT = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+METADATA_LIST_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
 _encode = msgspec.json.Encoder().encode
 _decode_obj = msgspec.json.Decoder(dict[str, Any]).decode
 
@@ -154,12 +158,13 @@ class Api:
         params: Mapping[str, str] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
     ) -> JSON:
         payload = body if isinstance(body, bytes) or body is None else _encode(body)
         try:
             resp = await self.client.transport.request(
                 method, path, params=params, body=payload,
-                content_type=content_type if payload is not None else None,
+                content_type=content_type if payload is not None else None, accept=accept,
             )
         except NotFound as exc:
             self._type_missing(exc)
@@ -188,8 +193,10 @@ class Api:
         continue_token: str | None = None,
         resource_version: str | None = None,
         resource_version_match: str | None = None,
+        metadata_only: bool = False,
     ) -> ObjectList:
-        """One page; follow ``continue_token`` (or use ``list_all``) for the rest."""
+        """One page; follow ``continue_token`` (or use ``list_all``) for the rest.
+        ``metadata_only`` asks for PartialObjectMetadata: no spec, data or status."""
         params = _selectors(label_selector, field_selector)
         if limit:
             params["limit"] = str(limit)
@@ -199,7 +206,8 @@ class Api:
             params["resourceVersion"] = resource_version
         if resource_version_match:
             params["resourceVersionMatch"] = resource_version_match
-        data = await self._json("GET", await self._path(), params=params)
+        accept = METADATA_LIST_ACCEPT if metadata_only else "application/json"
+        data = await self._json("GET", await self._path(), params=params, accept=accept)
         meta = data.get("metadata") or {}
         return ObjectList(
             items=data.get("items") or [],
@@ -244,6 +252,7 @@ class Api:
         send_initial_events: bool = False,
         read_timeout: float | None = None,
         extra_params: Mapping[str, str] | None = None,
+        metadata_only: bool = False,
     ) -> AsyncIterator[WatchStream]:
         """Open one watch; the stream raises typed errors, ends at the server's timeout."""
         params = {"watch": "true", **_selectors(label_selector, field_selector)}
@@ -262,7 +271,8 @@ class Api:
         opened = False
         try:
             async with self.client.transport.stream(
-                "GET", path, params=params, read_timeout=read_timeout
+                "GET", path, params=params, read_timeout=read_timeout,
+                accept=METADATA_ACCEPT if metadata_only else "application/json",
             ) as reader:
                 opened = True
                 yield WatchStream(reader, path)
