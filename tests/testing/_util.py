@@ -62,8 +62,11 @@ class Watch:
 
 
 async def open_watch(session: aiohttp.ClientSession, srv: ApiServer, path: str,
-                     user: str = "admin", **params: Any) -> Watch:
+                     user: str = "admin", accept: str | None = None, **params: Any) -> Watch:
     params.setdefault("watch", "1")
     q = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in params.items()}
-    resp = await session.get(srv.url + path, params=q, headers=auth(srv, user))
+    headers = auth(srv, user)
+    if accept is not None:
+        headers["Accept"] = accept
+    resp = await session.get(srv.url + path, params=q, headers=headers)
     return Watch(resp)

@@ -6,6 +6,7 @@ import asyncio
 import time
 
 import aiohttp
+import pytest
 
 from watchkeeper.testing import ApiServer
 
@@ -275,3 +276,51 @@ async def test_client_disconnect_frees_the_watch(apiserver: ApiServer,
             break
     assert apiserver.open_watches == 0
     assert not apiserver.store._subs
+
+
+async def test_stop_and_reset_watches_by_path_prefix(apiserver: ApiServer,
+                                                     session: aiohttp.ClientSession) -> None:
+    rv = apiserver.store.rv
+    cms = await open_watch(session, apiserver, CMS, resourceVersion=rv)
+    all_cms = await open_watch(session, apiserver, "/api/v1/configmaps", resourceVersion=rv)
+    secrets = await open_watch(session, apiserver, "/api/v1/namespaces/default/secrets",
+                               resourceVersion=rv)
+    await asyncio.sleep(0.05)
+    assert apiserver.open_watches == 3
+    apiserver.stop_all_watches(path_prefix=CMS)
+    assert await cms.rest() == []  # ended cleanly
+    await asyncio.sleep(0.05)
+    assert apiserver.open_watches == 2
+    apiserver.reset_watches(path_prefix="/api/v1/configmaps")
+    with pytest.raises(aiohttp.ClientPayloadError):
+        await all_cms.rest()
+    await asyncio.sleep(0.05)
+    assert apiserver.open_watches == 1
+    apiserver.create_object({"apiVersion": "v1", "kind": "Secret",
+                             "metadata": {"name": "s", "namespace": "default"}})
+    ev = await secrets.next()  # the other watch still streams
+    assert ev is not None and ev["type"] == "ADDED"
+    apiserver.reset_watches(path_prefix="/apis/")  # matches nothing
+    apiserver.stop_all_watches(path_prefix="/api/v1/namespaces/other/")
+    await asyncio.sleep(0.05)
+    assert apiserver.open_watches == 1
+    secrets.close()
+
+
+async def test_admin_endpoint_stops_watches_by_path_prefix(
+        apiserver: ApiServer, session: aiohttp.ClientSession) -> None:
+    rv = apiserver.store.rv
+    cms = await open_watch(session, apiserver, CMS, resourceVersion=rv)
+    secrets = await open_watch(session, apiserver, "/api/v1/namespaces/default/secrets",
+                               resourceVersion=rv)
+    await asyncio.sleep(0.05)
+    async with session.post(f"{apiserver.url}/_sim/stop-watches",
+                            params={"path_prefix": CMS}) as resp:
+        assert resp.status == 200
+    assert await cms.rest() == []
+    await asyncio.sleep(0.05)
+    assert apiserver.open_watches == 1
+    async with session.post(f"{apiserver.url}/_sim/reset-watches") as resp:
+        assert resp.status == 200
+    with pytest.raises(aiohttp.ClientPayloadError):
+        await secrets.rest()

@@ -2,7 +2,9 @@
 
 Authentication, authorization, faults and logging happen before these handlers run (in
 apiserver.py); here a request is resolved to a ResourceType and served with the exact
-statuses and bodies kube-apiserver 1.28 uses.
+statuses and bodies kube-apiserver 1.28 uses. Reads (get, list, watch) come out in the
+representation the Accept header negotiates (JSON, YAML, Table, PartialObjectMetadata), see
+``_represent.py``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,14 @@ from aiohttp import web
 from watchkeeper.testing import _http, _status
 from watchkeeper.testing._http import Route
 from watchkeeper.testing._registry import Registry, present
+from watchkeeper.testing._represent import (
+    WatchRenderer,
+    list_item,
+    list_response,
+    negotiate,
+    object_response,
+    watch_renderer,
+)
 from watchkeeper.testing._selectors import SelectorError, matcher
 from watchkeeper.testing._store import (
     JSON,
@@ -165,11 +175,15 @@ class Handlers:
             return _http.status_response(_status.resource_not_found())
         if (verb in ("update", "patch") and not route.name) or (verb == "create" and route.name):
             return _http.status_response(_status.method_not_allowed())
+        if verb not in rt.verbs:
+            return _http.status_response(_status.method_not_allowed())
         q = request.query
         dry_run = q.get("dryRun", "") == "All"
         try:
             if verb == "get":
-                return _http.json_response(present(self.store.get(rt, ns, route.name), rt))
+                out = negotiate(request.headers.get("Accept"), q, rt, is_list=False)
+                obj = present(self.store.get(rt, ns, route.name), rt)
+                return object_response(out, rt, obj)
             if verb in ("list", "watch"):
                 return await self._collection(request, rt, ns or None, verb == "watch", route)
             if verb == "create":
@@ -215,6 +229,7 @@ class Handlers:
         self, request: web.Request, rt: ResourceType, ns: str | None, watch: bool, route: Route
     ) -> web.StreamResponse:
         q = request.query
+        out = negotiate(request.headers.get("Accept"), q, rt, is_list=True, watch=watch)
         causes = validate_list_options(q, watch, self.opts.watch_list)
         if causes:
             raise StoreError(_status.invalid_options("ListOptions", causes))
@@ -228,7 +243,7 @@ class Handlers:
             raise StoreError(_status.bad_request(str(exc))) from None
         filtered = bool(q.get("labelSelector") or q.get("fieldSelector"))
         if watch:
-            return await self._watch(request, rt, ns, match)
+            return await self._watch(request, rt, ns, match, watch_renderer(out, rt))
         limit = _int_param(q, "limit")
         for attempt in (0, 1):
             try:
@@ -250,13 +265,11 @@ class Handlers:
             meta["continue"] = result.continue_token
         if result.remaining_item_count is not None:
             meta["remainingItemCount"] = result.remaining_item_count
-        items = [present(i, rt) if rt.is_custom else _strip_type(i) for i in result.items]
-        return _http.json_response(
-            {"kind": rt.list_kind, "apiVersion": rt.group_version, "metadata": meta,
-             "items": items})
+        return list_response(out, rt, result.items, meta)
 
     async def _watch(
-        self, request: web.Request, rt: ResourceType, ns: str | None, match: Callable[[JSON], bool]
+        self, request: web.Request, rt: ResourceType, ns: str | None,
+        match: Callable[[JSON], bool], render: WatchRenderer | None,
     ) -> web.StreamResponse:
         q = request.query
         rv = q.get("resourceVersion", "")
@@ -294,6 +307,7 @@ class Handlers:
             initial_events_end=send_initial and self.opts.watch_list,
             bookmark_interval=self.opts.bookmark_interval,
             bookmark_lead=self.opts.bookmark_lead,
+            render=render,
         )
         try:
             sub = self.store.subscribe(rt, ns, match, since=since)
@@ -362,23 +376,23 @@ class Handlers:
         except SelectorError as exc:
             raise StoreError(_status.bad_request(str(exc))) from None
         gone = self.registry.delete_collection(rt, ns, match, dry_run=dry_run)
-        items = [present(i, rt) if rt.is_custom else _strip_type(i) for i in gone]
+        items = [list_item(rt, i) for i in gone]
         return _http.json_response({"kind": rt.list_kind, "apiVersion": rt.group_version,
                                     "metadata": {"resourceVersion": str(self.store.rv)},
                                     "items": items})
 
     # ---- server-side control ---------------------------------------------------------------
 
-    def stop_all(self) -> None:
-        """End every open watch cleanly (final chunk)."""
-        for w in list(self.watches):
+    def _selected(self, path_prefix: str | None) -> list[OpenWatch]:
+        return [w for w in self.watches
+                if path_prefix is None or w.request.path.startswith(path_prefix)]
+
+    def stop_all(self, path_prefix: str | None = None) -> None:
+        """End every open watch (whose URL path starts with ``path_prefix``) cleanly."""
+        for w in self._selected(path_prefix):
             w.sub.end()
 
-    def reset_all(self) -> None:
-        """Abort the connection of every open watch."""
-        for w in list(self.watches):
+    def reset_all(self, path_prefix: str | None = None) -> None:
+        """Abort the connection of every open watch (whose path starts with ``path_prefix``)."""
+        for w in self._selected(path_prefix):
             w.abort()
-
-
-def _strip_type(obj: JSON) -> JSON:
-    return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from watchkeeper.testing._store import ResourceType
@@ -9,6 +10,8 @@ from watchkeeper.testing._store import ResourceType
 JSON = dict[str, Any]
 
 _RO = ("get", "list", "watch")
+# Namespaces have no deletecollection (file 004): DELETE /api/v1/namespaces is a 405.
+_NAMESPACE_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 
 
 def _rt(
@@ -21,8 +24,9 @@ def _rt(
     status: bool = False,
     generation: bool = False,
     categories: tuple[str, ...] = (),
+    verbs: tuple[str, ...] | None = None,
 ) -> ResourceType:
-    return ResourceType(
+    rt = ResourceType(
         group=group,
         version=version,
         plural=plural,
@@ -34,10 +38,12 @@ def _rt(
         categories=categories,
         has_generation=generation,
     )
+    return rt if verbs is None else dataclasses.replace(rt, verbs=verbs)
 
 
 BUILTIN_TYPES: tuple[ResourceType, ...] = (
-    _rt("", "v1", "namespaces", "Namespace", False, ("ns",), status=True),
+    _rt("", "v1", "namespaces", "Namespace", False, ("ns",), status=True,
+        verbs=_NAMESPACE_VERBS),
     _rt("", "v1", "configmaps", "ConfigMap", short=("cm",)),
     _rt("", "v1", "secrets", "Secret"),
     _rt("", "v1", "pods", "Pod", short=("po",), status=True, categories=("all",)),

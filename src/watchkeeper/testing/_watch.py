@@ -7,8 +7,8 @@ synchronously, so a bookmark never claims an event the client has not been sent.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from aiohttp import web
 
@@ -28,6 +28,8 @@ class WatchOptions:
     initial_events_end: bool = False  # send the k8s.io/initial-events-end bookmark
     bookmark_interval: float = 60.0
     bookmark_lead: float = 2.0  # send one bookmark this long before the deadline
+    # turns each {"type", "object"} line into the negotiated representation (Table, ...)
+    render: Callable[[JSON], JSON] | None = None
 
 
 @dataclass(eq=False)
@@ -101,7 +103,7 @@ class WatchStream:
 
     # ---- writing, with stream faults -------------------------------------------------------
 
-    async def _line(self, line: Any, count: bool = True) -> None:
+    async def _line(self, line: JSON, count: bool = True) -> None:
         await self._stall()
         if self.watch.aborted:
             raise _Aborted
@@ -110,7 +112,7 @@ class WatchStream:
         if garbage is not None:
             data = garbage.data
             await self.resp.write(data if data.endswith(b"\n") else data + b"\n")
-        payload = encode(line)
+        payload = encode(line if self.opts.render is None else self.opts.render(line))
         if self.faults.take("truncate", info) is not None:
             await self.resp.write(payload[: max(1, len(payload) // 2)])
             await asyncio.sleep(0.01)  # let the half line leave before the reset

@@ -17,6 +17,7 @@ Admin endpoint (same port, no authentication, never faulted, not in the request 
   "count_refused": false}`` (only ``kind`` is required) -> 201 ``{"id": N, ...}``
 - ``DELETE /_sim/faults`` / ``DELETE /_sim/faults/{id}``   clear all / remove one
 - ``POST /_sim/compact``, ``POST /_sim/stop-watches``, ``POST /_sim/reset-watches``
+  (the last two take an optional ``?path_prefix=/api/v1/...`` to pick watches)
 - ``GET /_sim/requests``              the request log as JSON
 
 While ``refuse`` is active the admin endpoint is unreachable too: give the fault a
@@ -47,7 +48,7 @@ from watchkeeper.client.config import ClientConfig
 from watchkeeper.testing import _http, _status
 from watchkeeper.testing._handlers import HandlerOptions, Handlers
 from watchkeeper.testing._http import Route, parse_path, verb_of
-from watchkeeper.testing._legacy_discovery import legacy_document
+from watchkeeper.testing._nonresource import serve_document
 from watchkeeper.testing._rbac import Attributes, Rbac, User
 from watchkeeper.testing._registry import Registry, present
 from watchkeeper.testing._reqlog import RequestRecord, count
@@ -314,13 +315,15 @@ class ApiServer:
         """Drop the change history now: every older resourceVersion becomes 410 Gone."""
         self.store.compact()
 
-    def stop_all_watches(self) -> None:
-        """End every open watch cleanly (as at a server-side timeout)."""
-        self.handlers.stop_all()
+    def stop_all_watches(self, path_prefix: str | None = None) -> None:
+        """End every open watch cleanly (as at a server-side timeout); with ``path_prefix``
+        only watches whose URL path starts with it (e.g. ``/api/v1/namespaces/x/configmaps``)."""
+        self.handlers.stop_all(path_prefix)
 
-    def reset_watches(self) -> None:
-        """Abort the connection of every open watch (as a crash or a proxy reset would)."""
-        self.handlers.reset_all()
+    def reset_watches(self, path_prefix: str | None = None) -> None:
+        """Abort the connection of every open watch (as a crash or a proxy reset would); with
+        ``path_prefix`` only watches whose URL path starts with it."""
+        self.handlers.reset_all(path_prefix)
 
     def count(self, method: str | None = None, is_watch: bool | None = None,
               is_list: bool | None = None, since: float | None = None, **more: Any) -> int:
@@ -539,17 +542,9 @@ class ApiServer:
             return _http.json_response(VERSION_INFO)
         if path in ("/healthz", "/readyz", "/livez"):
             return _http.text_response("ok", 200)
-        if path.startswith(("/api", "/apis")):
-            doc = self.discovery_document(request, path)
-            if doc is not None:
-                return doc
-        return _http.page_not_found()
-
-    def discovery_document(self, request: web.Request, path: str) -> web.Response | None:
-        """Discovery hook: legacy documents for now; aggregated discovery, OpenAPI and Table
-        rendering (``_discovery.py``, ``_openapi.py``, ``_table.py``) plug in here."""
-        doc = legacy_document(path, list(self.store.types.values()), f"{self.host}:{self.port}")
-        return None if doc is None else _http.json_response(doc)
+        doc = serve_document(request, path, list(self.store.types.values()),
+                             f"{self.host}:{self.port}")
+        return doc if doc is not None else _http.page_not_found()
 
     # ---- admin endpoint --------------------------------------------------------------------
 
@@ -581,10 +576,10 @@ class ApiServer:
                 self.compact()
                 return _http.json_response({"resourceVersion": str(self.store.rv)})
             if path == "/_sim/stop-watches" and method == "POST":
-                self.stop_all_watches()
+                self.stop_all_watches(request.query.get("path_prefix"))
                 return _http.json_response({})
             if path == "/_sim/reset-watches" and method == "POST":
-                self.reset_watches()
+                self.reset_watches(request.query.get("path_prefix"))
                 return _http.json_response({})
             if path == "/_sim/requests" and method == "GET":
                 return _http.json_response({"requests": [vars(r) for r in self.requests]})
