@@ -79,3 +79,56 @@ async def test_widgets_get_owned_configmaps_that_follow_them(
     await widgets.delete("a")
     await eventually(lambda: child(srv, "a") is None and srv.store.peek(
         srv.resource("example.com/v1", "Widget"), "default", "a") is None)
+
+
+async def test_converges_through_outage_compaction_and_crd_recreation(
+    world: tuple[ApiServer, wk.Client, wk.Operator, asyncio.Task[None]],
+) -> None:
+    srv, client, op, task = world
+    widgets = client.api("widgets.example.com", namespace="default")
+    await widgets.create(widget("before", v="1"))
+    await eventually(lambda: child(srv, "before") is not None)
+    reported: list[str] = []
+    for t in op.controller.triggers:
+        assert t.health.state is wk.WatchState.HEALTHY
+
+    # An outage with changes made meanwhile, and the history compacted (410 on resume).
+    await eventually(lambda: srv.open_watches >= 2)
+    srv.faults.refuse(count_refused=True)
+    srv.reset_watches()
+    srv.create_object(widget("during", v="2"))
+    srv.compact()
+    await asyncio.sleep(3)
+    srv.faults.clear()
+    await eventually(lambda: (child(srv, "during") or {}).get("data") == {"v": "2"}, 40)
+    assert not task.done()
+    relists = sum(t.health.relists for t in op.controller.triggers)
+    assert relists >= 3  # both triggers relisted after the 410 (2 initial lists + more)
+
+    # The CRD goes away (its watch fails with NotFound), then comes back with a new widget.
+    srv.delete_object("apiextensions.k8s.io/v1", "CustomResourceDefinition",
+                      "widgets.example.com", namespace="")
+    main = op.controller.triggers[0]
+    await eventually(lambda: main.health.state is wk.WatchState.DEGRADED, 20)
+    reported.append(str(main.health.last_error))
+    srv.create_object(widget_operator.CRD)
+    srv.create_object(widget("after", v="3"))
+    await eventually(lambda: (child(srv, "after") or {}).get("data") == {"v": "3"}, 60)
+    assert "widgets.example.com" in main.name and "CRD" in reported[0]
+    assert not task.done()
+
+
+async def test_recorder_publishes_and_deduplicates_events() -> None:
+    async with ApiServer() as srv, srv.client() as client:
+        cm = await client.api("configmaps", namespace="default").create(
+            {"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": {"name": "subject", "namespace": "default"}})
+        recorder = wk.Recorder(client, "test-controller")
+        for _ in range(3):
+            await recorder.publish(cm, reason="Reconciled", note="all good")
+        await recorder.publish(cm, reason="Failed", note="boom", type="Warning")
+        events = (await client.api("events.k8s.io/v1/events", namespace="default").list()).items
+        assert len(events) == 2
+        ok = next(e for e in events if e["reason"] == "Reconciled")
+        assert ok["series"]["count"] == 3 and ok["regarding"]["name"] == "subject"
+        assert ok["reportingController"] == "test-controller" and ok["type"] == "Normal"
