@@ -406,7 +406,10 @@ def test_configmap_paths_and_schema_follow_019(types: list[ResourceType]) -> Non
 
 
 def test_openapi_v2_protobuf_starts_like_the_real_document() -> None:
-    log = (REFERENCE / "kubectl-logs" / "03-apply-create.log").read_text()
+    path = REFERENCE / "kubectl-logs" / "03-apply-create.log"
+    if not path.is_file():
+        pytest.skip("reference pack not present")
+    log = path.read_text()
     first_line = next(line for line in log.splitlines() if line.startswith("00000000"))
     prefix = bytes.fromhex("".join(first_line.split("|")[0].split()[1:]))
     doc = oapi.openapi_v2_response("application/com.github.proto-openapi.spec.v2@v1.0+protobuf")
