@@ -27,7 +27,9 @@ PYTHON = sys.executable
 RESULT_TAG = "@@RESULT "
 
 PEER_PACKAGES = ("kubernetes", "kubernetes_asyncio", "lightkube", "kr8s", "kopf")
-OTHER_PACKAGES = ("watchkeeper", "aiohttp", "msgspec", "httpx", "httpx2", "urllib3")
+OTHER_PACKAGES = (
+    "watchkeeper", "aiohttp", "msgspec", "httpx", "httpx2", "urllib3", "lightkube-models",
+)
 
 
 # -- measuring inside a child ---------------------------------------------------------------

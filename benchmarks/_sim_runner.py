@@ -263,9 +263,10 @@ def _install_list_cache() -> None:
         hit = _LIST_CACHE.get(key)
         if hit is None:
             resp = await original(self, request, rt, ns, watch, route)
-            if resp.status != 200 or not isinstance(resp.body, bytes):
+            body = getattr(resp, "body", None)
+            if resp.status != 200 or not isinstance(body, bytes):
                 return resp
-            hit = _LIST_CACHE[key] = (resp.status, resp.body)
+            hit = _LIST_CACHE[key] = (resp.status, body)
         return web.Response(body=hit[1], status=hit[0], content_type="application/json",
                             headers=BASE_HEADERS)
 

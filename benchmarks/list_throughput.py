@@ -93,10 +93,10 @@ def _kubernetes(kc: str, ns: str, paged: bool) -> tuple[SyncRun, Callable[[], An
         items: list[Any] = []
         token = None
         while True:
-            kw = {"_continue": token} if token else {}
+            kw: dict[str, Any] = {"_continue": token} if token else {}
             resp = v1.list_namespaced_config_map(ns, limit=PAGE, **kw)
             items.extend(resp.items)
-            token = resp.metadata._continue
+            token = resp.metadata._continue if resp.metadata else None
             if not token:
                 return len(items)
 
@@ -115,10 +115,10 @@ async def _kubernetes_asyncio(kc: str, ns: str, paged: bool) -> tuple[AsyncRun, 
         items: list[Any] = []
         token = None
         while True:
-            kw = {"_continue": token} if token else {}
+            kw: dict[str, Any] = {"_continue": token} if token else {}
             resp = await v1.list_namespaced_config_map(ns, limit=PAGE, **kw)
             items.extend(resp.items)
-            token = resp.metadata._continue
+            token = resp.metadata._continue if resp.metadata else None
             if not token:
                 return len(items)
 

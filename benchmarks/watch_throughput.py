@@ -154,7 +154,7 @@ EXTRA: dict[str, Any] = {}  # extra numbers a runner wants in its report
 
 def _c_raw_socket(a: argparse.Namespace, m: Meter) -> int:
     raw_watch(a.kubeconfig, a.namespace, a.rv, a.events, keep=False, meter=m)
-    return a.events
+    return int(a.events)
 
 
 def _c_aiohttp_readline(a: argparse.Namespace, m: Meter) -> int:
@@ -362,13 +362,13 @@ def _c_kopf(a: argparse.Namespace, m: Meter) -> int:
             m.start()
         return original_watch_objs(**kw)
 
-    fetching.fetch_objs = fetch_from_rv  # type: ignore[assignment]
-    watching.watch_objs = timed_watch_objs  # type: ignore[assignment]
+    fetching.fetch_objs = fetch_from_rv
+    watching.watch_objs = timed_watch_objs
 
     @kopf.on.event("v1", "configmaps")
-    async def on_event(event: dict[str, Any], **_: Any) -> None:
+    async def on_event(**kwargs: Any) -> None:
         state["handled"] += 1
-        obj = event.get("object") or {}
+        obj = kwargs["event"].get("object") or {}
         if (obj.get("metadata") or {}).get("resourceVersion") == a.last_rv:
             m.stop()
             stop.set()
