@@ -294,6 +294,7 @@ class Watcher:
         health: WatchHealth | None = None,
         clock: Callable[[], float] | None = None,
         rng: random.Random | None = None,
+        resource_version: str | None = None,
     ) -> None:
         self.api = api
         self.config = config or WatchConfig()
@@ -305,7 +306,7 @@ class Watcher:
             )
         self._clock = clock
         self._rng = rng or random.Random()
-        self.resource_version: str | None = None
+        self.resource_version: str | None = resource_version
 
     def __repr__(self) -> str:
         return f"Watcher({self.api!r}, {self.config!r})"
@@ -320,7 +321,7 @@ class Watcher:
         cfg, health = self.config, self.health
         progress = _Progress(health, backoff, clock)
         health.state, health.since, health.functioning_since = WatchState.STARTING, clock(), clock()
-        need_list = True
+        need_list = self.resource_version is None  # given a version: watch from it, no list
         streaming = cfg.initial_list == "streaming"
         previous_gone = False
         while True:
@@ -497,10 +498,14 @@ def watcher(
     health: WatchHealth | None = None,
     clock: Callable[[], float] | None = None,
     rng: random.Random | None = None,
+    resource_version: str | None = None,
 ) -> Watcher:
     """Watch ``api`` forever: ``async for event in watcher(api, WatchConfig(...)): ...``.
 
     ``backoff`` defaults to a fresh ``DefaultBackoff`` on the event loop's clock; pass a
     ``WatchHealth`` to share it with probes, or read ``.health`` on the returned object.
+    ``resource_version`` starts from a version you already have (no initial list: only
+    changes after it); if the server no longer has it (410), the watcher lists as usual.
     """
-    return Watcher(api, config, backoff=backoff, health=health, clock=clock, rng=rng)
+    return Watcher(api, config, backoff=backoff, health=health, clock=clock, rng=rng,
+                   resource_version=resource_version)

@@ -486,3 +486,33 @@ async def test_metadata_only_watch_caches_no_payload(srv: ApiServer, client: wk.
         obj = store.get(name, "default")
         assert obj is not None and obj["kind"] == "PartialObjectMetadata"
         assert "data" not in obj and obj["metadata"]["name"] == name
+
+
+async def test_starting_from_a_known_resource_version_skips_the_list(
+    srv: ApiServer, client: wk.Client
+) -> None:
+    api = cm_api(client)
+    await api.create(configmap("old"))
+    rv = (await api.list()).resource_version
+    await api.create(configmap("new"))
+    rec = record(api, resource_version=rv)
+    await rec.wait_for(lambda r: r.of(wk.Apply))
+    await rec.stop()
+    assert [wk.meta.name(e.obj) for e in rec.of(wk.Apply)] == ["new"]
+    assert not rec.of(wk.InitStart)
+    assert srv.count(is_list=True) == 1  # only the test's own list
+
+
+async def test_a_known_version_that_is_too_old_falls_back_to_a_list(
+    srv: ApiServer, client: wk.Client
+) -> None:
+    api = cm_api(client)
+    await api.create(configmap("a"))
+    rv = (await api.list()).resource_version
+    await api.create(configmap("b"))
+    srv.compact()
+    rec = record(api, resource_version=rv)
+    await rec.wait_for(lambda r: r.of(wk.InitDone))
+    await rec.stop()
+    assert isinstance(rec.errors()[0], wk.Gone)
+    assert {wk.meta.name(e.obj) for e in rec.of(wk.InitApply)} == {"a", "b"}
