@@ -123,6 +123,7 @@ class WatchConfig:
     idle_timeout: float | None = None
     max_unhealthy: float | None = 300.0
     metadata_only: bool = False  # PartialObjectMetadata only: for big kinds (Secrets, Pods)
+    strip_managed_fields: bool = False  # drop metadata.managedFields: about half of a cache
 
     def __post_init__(self) -> None:
         if self.page_size < 1:
@@ -273,6 +274,12 @@ def _rv(obj: JSON) -> str | None:
     return None
 
 
+def _strip(obj: JSON) -> None:
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+
+
 def _unusable_rv(error: ApiError) -> bool:
     """A watch refused because of its resourceVersion: only a fresh list can fix it."""
     refused = isinstance(error, Invalid | BadRequest) or error.code == 500
@@ -406,7 +413,10 @@ class Watcher:
             )
             if not token:
                 list_rv = page.resource_version
+            strip = cfg.strip_managed_fields
             for obj in page.items:
+                if strip:
+                    _strip(obj)
                 yield InitApply(obj)
             token = page.continue_token
             if not token:
@@ -423,6 +433,7 @@ class Watcher:
         if initial:
             rv = "0" if cfg.list_semantic == "any" else ""
         opened = clock()
+        strip = cfg.strip_managed_fields
         counts = self.health.events
         delivered = False
         in_initial = initial
@@ -454,6 +465,8 @@ class Watcher:
                     new_rv = _rv(obj)
                     if new_rv is not None:
                         self.resource_version = new_rv
+                    if strip:
+                        _strip(obj)
                     delivered = True
                     counts[kind] = counts.get(kind, 0) + 1
                     self.health.last_event_at = clock()

@@ -531,3 +531,19 @@ async def test_no_tight_loop_when_the_threshold_is_a_hair_away(
                                     backoff=wk.ConstantBackoff(1.0, max_retries=50)):
             pass  # a hot loop would exhaust the 50 retries: WatchGaveUp, a failure, not a hang
     assert srv.connection_attempts <= 5
+
+
+async def test_strip_managed_fields_keeps_them_out_of_the_cache(
+    srv: ApiServer, client: wk.Client
+) -> None:
+    api = cm_api(client)
+    await api.create(configmap("listed"))
+    rec = record(api, wk.WatchConfig(strip_managed_fields=True))
+    await rec.wait_for(lambda r: r.of(wk.InitDone))
+    await api.create(configmap("watched"))
+    await rec.wait_for(lambda r: "watched" in r.state())
+    await rec.stop()
+    assert (await api.get("listed"))["metadata"].get("managedFields")  # the server has them
+    for obj in rec.state().values():
+        assert "managedFields" not in obj["metadata"]
+        assert obj["metadata"]["resourceVersion"]

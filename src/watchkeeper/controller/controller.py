@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import inspect
 import logging
 import signal
@@ -197,8 +196,9 @@ class Controller:
         mapper: Mapper | None,
         backoff: Backoff | None,
     ) -> Trigger:
-        cfg = watch_config or dataclasses.replace(
-            WatchConfig(), max_unhealthy=self.config.max_unhealthy
+        # Reconciles rarely read managedFields and they are half of each cached object.
+        cfg = watch_config or WatchConfig(
+            max_unhealthy=self.config.max_unhealthy, strip_managed_fields=True
         )
         names = {t.name for t in self.triggers}
         base, n = name, 2
