@@ -30,7 +30,7 @@ unit: $(STAMP)
 test: lint typecheck unit
 
 demo: $(STAMP)
-	$(BIN)/watchkeeper demo
+	$(BIN)/watchkeeper demo --operator examples/widget_operator.py:setup
 
 e2e: $(STAMP)
 	$(BIN)/pytest -q -m e2e tests/e2e

@@ -60,8 +60,9 @@ class Tracked:
 
 
 class Demo:
-    def __init__(self, fast: bool) -> None:
+    def __init__(self, fast: bool, operator: str | None = None) -> None:
         self.fast = fast
+        self.operator = operator
         self.t0 = time.monotonic()
 
     def say(self, text: str, color: str | None = None) -> None:
@@ -142,7 +143,10 @@ class Demo:
                     for t in tasks:
                         t.cancel()
                     await asyncio.gather(*tasks, return_exceptions=True)
-            return self.summary(srv, cms, wgs, attempts, outage)
+            code = self.summary(srv, cms, wgs, attempts, outage)
+            if self.operator:
+                code = max(code, await self.operator_act(srv, outage / 2))
+            return code
 
     async def script(self, srv: ApiServer, outage: float, pause: float) -> int:
         await asyncio.sleep(1.5)
@@ -225,5 +229,59 @@ class Demo:
         return 0 if ok else 1
 
 
-async def run_demo(fast: bool = False) -> int:
-    return await Demo(fast).run()
+    async def operator_act(self, srv: ApiServer, outage: float) -> int:
+        """The operator (``module:setup`` returning a wk.Operator over widgets that owns
+        ConfigMaps named widget-<name>) reconciling through an outage and a CRD re-creation."""
+        from watchkeeper._runner import load_target
+
+        self.step(f"OPERATOR: {self.operator} reconciles widgets into ConfigMaps")
+        setup = load_target(self.operator or "")
+        async with srv.client() as client:
+            op = setup(client)
+            op.controller.config = wk.ControllerConfig(handle_signals=False, max_unhealthy=None)
+            task = asyncio.create_task(op.controller.run(op.reconcile, op.error_policy,
+                                                         op.context))
+            cm_type = srv.resource("v1", "ConfigMap")
+
+            def missing() -> list[str]:
+                widgets = srv.store.objects(srv.resource("example.com/v1", "widgets"), NS)
+                return [wk.meta.name(w) for w in widgets
+                        if srv.store.peek(cm_type, NS, f"widget-{wk.meta.name(w)}") is None]
+
+            async def converge(label: str) -> bool:
+                try:
+                    async with asyncio.timeout(60):
+                        while missing():  # noqa: ASYNC110 (polls the server)
+                            await asyncio.sleep(0.2)
+                except TimeoutError:
+                    self.say(f"{label}: still missing ConfigMaps for {missing()}", "red")
+                    return False
+                self.say(f"{label}: every widget has its ConfigMap", "green")
+                return True
+
+            ok = await converge("start")
+            self.step(f"OPERATOR: outage of {outage:g} s while two widgets are created")
+            srv.faults.refuse(count_refused=True)
+            srv.reset_watches()
+            srv.create_object(widget("made-in-outage-1", 1))
+            srv.create_object(widget("made-in-outage-2", 2))
+            await asyncio.sleep(outage)
+            srv.faults.clear()
+            ok = await converge("after the outage") and ok
+            self.step("OPERATOR: the CRD is deleted and re-created with a new widget")
+            srv.delete_object("apiextensions.k8s.io/v1", "CustomResourceDefinition",
+                              "widgets.example.com", namespace="")
+            await asyncio.sleep(3)
+            srv.create_object(CRD)
+            srv.create_object(widget("after-crd", 3))
+            ok = await converge("after the CRD came back") and ok
+            results = op.controller.results
+            click.echo(f"  operator: {results['success']} reconciles succeeded, "
+                       f"{results['error']} failed and were retried with backoff")
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        return 0 if ok else 1
+
+
+async def run_demo(fast: bool = False, operator: str | None = None) -> int:
+    return await Demo(fast, operator).run()

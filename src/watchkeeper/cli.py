@@ -189,11 +189,14 @@ def status(url: str) -> None:
 
 @main.command()
 @click.option("--fast", is_flag=True, help="Shorter outage for a quick look.")
-def demo(fast: bool) -> None:
+@click.option("--operator", default=None, metavar="FILE.py:setup",
+              help="Also run this operator (like examples/widget_operator.py:setup) through "
+                   "an outage and a CRD re-creation.")
+def demo(fast: bool, operator: str | None) -> None:
     """Simulator + watcher through a scripted sequence of faults, with a summary."""
     from watchkeeper._demo import run_demo
 
-    sys.exit(asyncio.run(run_demo(fast=fast)))
+    sys.exit(asyncio.run(run_demo(fast=fast, operator=operator)))
 
 
 if __name__ == "__main__":
