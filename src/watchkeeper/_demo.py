@@ -16,25 +16,10 @@ from typing import Any
 import click
 
 import watchkeeper as wk
-from watchkeeper.testing import ApiServer
+from watchkeeper.testing import ApiServer, crd_manifest
 
 NS = "demo"
-CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "widgets.example.com"},
-    "spec": {
-        "group": "example.com",
-        "scope": "Namespaced",
-        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget",
-                  "listKind": "WidgetList"},
-        "versions": [{
-            "name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
-            "schema": {"openAPIV3Schema": {
-                "type": "object", "x-kubernetes-preserve-unknown-fields": True}},
-        }],
-    },
-}
+CRD: dict[str, Any] = crd_manifest()
 
 
 def configmap(name: str, **data: str) -> dict[str, Any]:

@@ -11,25 +11,11 @@ import pytest
 
 import watchkeeper as wk
 from watchkeeper.client.api import RawEvent, WatchStream
-from watchkeeper.testing import ApiServer
+from watchkeeper.testing import ApiServer, crd_manifest
 
 JSON = dict[str, Any]
 
-CRD: JSON = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "widgets.example.com"},
-    "spec": {
-        "group": "example.com",
-        "scope": "Namespaced",
-        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget",
-                  "listKind": "WidgetList"},
-        "versions": [{"name": "v1", "served": True, "storage": True,
-                      "subresources": {"status": {}},
-                      "schema": {"openAPIV3Schema": {
-                          "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}],
-    },
-}
+CRD: JSON = crd_manifest()
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ import time
 import pytest
 
 import watchkeeper as wk
-from watchkeeper.testing import ApiServer
+from watchkeeper.testing import ApiServer, crd_manifest
 
 from .conftest import configmap, record
 
@@ -257,21 +257,7 @@ async def test_forbidden_is_surfaced_with_the_rule_then_recovers_when_granted(
     assert rec.watch.health.state is wk.WatchState.HEALTHY
 
 
-CRD = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "widgets.example.com"},
-    "spec": {
-        "group": "example.com",
-        "scope": "Namespaced",
-        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget",
-                  "listKind": "WidgetList"},
-        "versions": [{"name": "v1", "served": True, "storage": True,
-                      "subresources": {"status": {}},
-                      "schema": {"openAPIV3Schema": {
-                          "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}],
-    },
-}
+CRD = crd_manifest()
 
 
 @pytest.mark.looptime

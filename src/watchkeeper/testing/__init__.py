@@ -4,6 +4,7 @@ from watchkeeper.testing._reqlog import RequestRecord
 from watchkeeper.testing._store import ResourceType, StoreError
 from watchkeeper.testing.apiserver import ApiServer, run_simulator
 from watchkeeper.testing.faults import Fault, Faults
+from watchkeeper.testing.manifests import crd_manifest
 
 __all__ = [
     "ApiServer",
@@ -12,5 +13,6 @@ __all__ = [
     "RequestRecord",
     "ResourceType",
     "StoreError",
+    "crd_manifest",
     "run_simulator",
 ]
