@@ -110,7 +110,7 @@ async def test_a_failing_object_backs_off_on_schedule_while_others_proceed(
     gaps = [b - a for a, b in zip(attempts["bad"], attempts["bad"][1:], strict=False)]
     for n, gap in enumerate(gaps[:6]):
         d = 2.0**n  # 1, 2, 4, 8 ... seconds, +0-10 % jitter
-        assert d <= gap <= d * 1.1 + 0.01, (n, gap)
+        assert d - 0.002 <= gap <= d * 1.1 + 0.01, (n, gap)  # scheduler slack: 1 ms
     assert ctrl.results["error"] >= 7
 
 
@@ -138,7 +138,7 @@ async def test_success_resets_the_objects_backoff(srv: ApiServer) -> None:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     assert times[7] - times[6] == pytest.approx(100, abs=0.1)
-    assert 1.0 <= times[8] - times[7] <= 1.1 + 0.01  # back to the first step
+    assert 0.998 <= times[8] - times[7] <= 1.1 + 0.01  # back to the first step
 
 
 async def test_owned_child_changes_trigger_the_owner(srv: ApiServer) -> None:

@@ -130,7 +130,7 @@ class _TokenBucket:
             if self.tokens >= 1:
                 self.tokens -= 1
                 return
-            await asyncio.sleep((1 - self.tokens) / self.rate)
+            await asyncio.sleep(max(0.001, (1 - self.tokens) / self.rate))  # never a 0-sleep spin
 
 
 class DurationHistogram:

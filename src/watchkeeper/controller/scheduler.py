@@ -14,6 +14,8 @@ from collections.abc import Callable
 
 from watchkeeper.controller.action import ObjectRef
 
+DUE_SLACK = 0.001  # seconds
+
 
 class Scheduler:
     def __init__(self, clock: Callable[[], float]) -> None:
@@ -62,7 +64,10 @@ class Scheduler:
     async def next(self) -> ObjectRef | None:
         """The next due object not already running; None once closed."""
         while not self.closed:
-            now = self._clock()
+            # Due within a millisecond counts as due: timers may fire a hair early (asyncio
+            # allows its clock resolution; virtual clocks round to ticks), and waiting out
+            # a sub-tick remainder would spin (seen: a test stuck at 100 % CPU).
+            now = self._clock() + DUE_SLACK
             while self._heap and self._heap[0][0] <= now:
                 entry = heapq.heappop(self._heap)
                 when, _, ref = entry
@@ -75,7 +80,7 @@ class Scheduler:
                 self._running.add(ref)
                 return ref
             self._wake.clear()
-            timeout = self._heap[0][0] - now if self._heap else None
+            timeout = self._heap[0][0] - self._clock() if self._heap else None
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):  # not wait_for: it can eat a cancel
                     await self._wake.wait()
