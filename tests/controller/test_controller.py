@@ -352,3 +352,51 @@ async def test_cpu_only_reconciles_do_not_starve_the_event_loop(srv: ApiServer) 
         task.cancel()
         await asyncio.gather(task, watcher, return_exceptions=True)
     assert worst < 0.05, worst  # 300 reconciles x 0.5 ms would be a 150 ms stall without yields
+
+
+@pytest.mark.looptime
+async def test_debounce_merges_a_burst_into_one_reconcile(srv: ApiServer) -> None:
+    srv.create_object(cm("bursty"))
+    loop = asyncio.get_running_loop()
+    times: list[float] = []
+
+    async def reconcile(obj: dict[str, Any], ctx: Any) -> wk.Action:
+        times.append(loop.time())
+        return wk.Action.await_change()
+
+    async with srv.client() as client:
+        api = client.api("configmaps", namespace=NS)
+        ctrl = wk.Controller(api, config(debounce=5))
+        task = asyncio.create_task(ctrl.run(reconcile))
+        await eventually(lambda: len(times) == 1, timeout=30)
+        burst_start = loop.time()
+        for n in range(10):
+            await api.patch("bursty", {"data": {"n": str(n)}})
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(10)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert len(times) == 2  # ten changes in 2 s, one reconcile
+    assert times[1] - burst_start == pytest.approx(5, abs=0.5)  # 5 s after the first change
+
+
+@pytest.mark.looptime
+async def test_rate_limit_bounds_reconciles_per_second(srv: ApiServer) -> None:
+    for i in range(20):
+        srv.create_object(cm(f"r{i}"))
+    loop = asyncio.get_running_loop()
+    times: list[float] = []
+
+    async def reconcile(obj: dict[str, Any], ctx: Any) -> wk.Action:
+        times.append(loop.time())
+        return wk.Action.await_change()
+
+    async with srv.client() as client:
+        ctrl = wk.Controller(client.api("configmaps", namespace=NS),
+                             config(rate_limit=2, concurrency=4))
+        task = asyncio.create_task(ctrl.run(reconcile))
+        await eventually(lambda: len(times) == 20, timeout=60)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    span = times[-1] - times[0]
+    assert 9 <= span <= 10.5, span  # 20 reconciles at 2/s: about 9.5 s, not all at once
