@@ -180,6 +180,12 @@ class WatchHealth:
     last_backoff: float = 0.0  # the last delay chosen before a retry, seconds
     events: dict[str, int] = field(default_factory=dict)  # ADDED/MODIFIED/DELETED/BOOKMARK
     errors: dict[str, int] = field(default_factory=dict)  # by error class name
+    listeners: list[Callable[[], None]] = field(default_factory=list, repr=False, compare=False)
+
+    def _changed(self) -> None:
+        """Tell listeners (a Store's readiness) that ``state`` changed."""
+        for listener in self.listeners:
+            listener()
 
     def non_functioning_for(self, now: float) -> float:
         """Seconds since the watcher last worked (0 while healthy)."""
@@ -227,6 +233,7 @@ class _Progress:
             log.info("watch %s healthy", h.resource, extra=self._fields("healthy"))
         self.backoff.reset()
         h.state, h.since, h.since_wall = WatchState.HEALTHY, now, time.time()
+        h._changed()
         h.consecutive_failures, h.next_retry_at, self._repeats = 0, None, 0
         h.functioning_since = now
 
@@ -242,6 +249,7 @@ class _Progress:
             h.functioning_since = now  # it worked until just now
         if h.state is not WatchState.DEGRADED:
             h.state, h.since, h.since_wall = WatchState.DEGRADED, now, time.time()
+            h._changed()
             log.warning("watch %s degraded: %s", h.resource, error,
                         extra=self._fields("degraded", error))
             self._repeats = 1

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -84,12 +83,7 @@ class Store:
         async with asyncio.timeout(timeout):
             while not self.ready:
                 self._changed.clear()
-                # Health can recover without any event reaching the store (a quiet watch
-                # that stays open), so look again now and then, not only when notified.
-                # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation.
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(1.0):
-                        await self._changed.wait()
+                await self._changed.wait()  # set by the writer and by health changes
 
     # -- indexes -------------------------------------------------------------------------
 
@@ -167,6 +161,7 @@ class Writer:
     def bind_health(self, health: WatchHealth) -> None:
         """Make ``store.ready`` follow this watcher's health."""
         self.store._health = health
+        health.listeners.append(self.store._notify)  # ready changes with health, event or not
 
     def apply(self, event: Event) -> list[Event]:
         store = self.store
