@@ -34,14 +34,18 @@ def widget(name: str, size: int) -> dict[str, Any]:
 
 @dataclass
 class Tracked:
-    """One watcher's view: the objects its events say exist, and what it saw."""
+    """One watcher's view: its cache (kept by the reflector), and what it saw."""
 
     label: str
-    objects: dict[str, str] = field(default_factory=dict)  # name -> resourceVersion
+    store: wk.Store = field(default_factory=wk.Store)
     events: int = 0
     errors: int = 0
-    pending: dict[str, str] | None = None
     last_error: tuple[str, str] = ("", "")
+
+    @property
+    def objects(self) -> dict[str, str]:
+        """name -> resourceVersion of what the cache holds."""
+        return {wk.meta.name(o): wk.meta.resource_version(o) or "" for o in self.store}
 
 
 class Demo:
@@ -60,23 +64,16 @@ class Demo:
 
     async def follow(self, api: wk.Api, tracked: Tracked) -> None:
         config = wk.WatchConfig(max_unhealthy=None, server_timeout=60)
-        async for ev in wk.watcher(api, config):
+        tracked.store, writer = wk.Store.new()
+        async for ev in wk.reflector(writer, wk.watcher(api, config)):
             match ev:
-                case wk.InitStart():
-                    tracked.pending = {}
-                case wk.InitApply(obj):
-                    assert tracked.pending is not None
-                    tracked.pending[wk.meta.name(obj)] = wk.meta.resource_version(obj) or ""
                 case wk.InitDone():
-                    tracked.objects, tracked.pending = tracked.pending or {}, None
-                    self.say(f"{tracked.label}: listed {len(tracked.objects)} objects", "green")
+                    self.say(f"{tracked.label}: listed {len(tracked.store)} objects", "green")
                 case wk.Apply(obj):
                     tracked.events += 1
-                    tracked.objects[wk.meta.name(obj)] = wk.meta.resource_version(obj) or ""
                     self.say(f"{tracked.label}: applied {wk.meta.name(obj)}")
                 case wk.Delete(obj):
                     tracked.events += 1
-                    tracked.objects.pop(wk.meta.name(obj), None)
                     self.say(f"{tracked.label}: deleted {wk.meta.name(obj)}")
                 case wk.WatchError(error, retry_in):
                     tracked.errors += 1
