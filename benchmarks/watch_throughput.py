@@ -53,7 +53,10 @@ CLIENTS: dict[str, str] = {
     "aiohttp-readline": "floor: aiohttp readline + msgspec",
     "msgspec": "floor: msgspec decode of the captured bytes, no I/O",
     "watchkeeper-stream": "watchkeeper Api.watch stream (dicts)",
-    "watchkeeper-watcher": "watchkeeper watcher (Apply events)",
+    "watchkeeper-watcher": "watchkeeper watcher (Apply events, dicts)",
+    "watchkeeper-stream-lazy": "watchkeeper Api.watch(lazy=True), reads keys only",
+    "watchkeeper-watcher-lazy": "watchkeeper watcher, lazy_decode, reads ev.name only",
+    "watchkeeper-watcher-lazy-obj": "watchkeeper watcher, lazy_decode, reads every ev.obj",
     "kubernetes": "kubernetes (official) watch.Watch",
     "kubernetes_asyncio": "kubernetes_asyncio watch.Watch",
     "lightkube": "lightkube sync Client.watch",
@@ -186,7 +189,7 @@ def _c_aiohttp_readline(a: argparse.Namespace, m: Meter) -> int:
     return asyncio.run(main())
 
 
-def _c_watchkeeper_stream(a: argparse.Namespace, m: Meter) -> int:
+def _c_watchkeeper_stream(a: argparse.Namespace, m: Meter, lazy: bool = False) -> int:
     import watchkeeper as wk
     from watchkeeper.client.config import load_config
 
@@ -196,9 +199,11 @@ def _c_watchkeeper_stream(a: argparse.Namespace, m: Meter) -> int:
             api = client.api("configmaps", namespace=a.namespace)
             await api.resource()
             m.start()
-            async with api.watch(resource_version=a.rv) as stream:
+            async with api.watch(resource_version=a.rv, lazy=lazy) as stream:
                 async for ev in stream:
                     if ev.type in KINDS:
+                        if lazy and not ev.name:
+                            raise RuntimeError(f"no name in {ev!r}")
                         count += 1
                         if count >= a.events:
                             break
@@ -208,36 +213,50 @@ def _c_watchkeeper_stream(a: argparse.Namespace, m: Meter) -> int:
     return asyncio.run(main())
 
 
-def _c_watchkeeper_watcher(a: argparse.Namespace, m: Meter) -> int:
+def _c_watchkeeper_stream_lazy(a: argparse.Namespace, m: Meter) -> int:
+    return _c_watchkeeper_stream(a, m, lazy=True)
+
+
+def _c_watchkeeper_watcher(a: argparse.Namespace, m: Meter, lazy: bool = False,
+                           read: str = "") -> int:
+    """``wk.watcher`` from ``a.rv`` (its public ``resource_version=``: no initial LIST).
+    ``read`` is what the consumer touches per event: nothing, "name" or "obj"."""
     import watchkeeper as wk
     from watchkeeper.client.config import load_config
 
-    class FromVersion(wk.Watcher):
-        """The harness's only change: the initial LIST is an empty one at ``a.rv``."""
-
-        async def _paginated_list(self, progress: Any) -> Any:
-            yield wk.InitStart()
-            self.resource_version = a.rv
-            progress.progressed()
-            yield wk.InitDone()
-
     async def main() -> int:
         count = 0
+        touched = 0
         async with wk.Client(load_config(a.kubeconfig)) as client:
             api = client.api("configmaps", namespace=a.namespace)
             await api.resource()
             m.start()
-            async for ev in FromVersion(api, wk.WatchConfig()):
+            cfg = wk.WatchConfig(lazy_decode=lazy)
+            async for ev in wk.watcher(api, cfg, resource_version=a.rv):
                 if isinstance(ev, wk.Apply | wk.Delete):
+                    if read == "name":
+                        touched += len(ev.name)
+                    elif read == "obj":
+                        touched += len(ev.obj["data"])
                     count += 1
                     if count >= a.events:
                         break
                 elif isinstance(ev, wk.WatchError):
                     raise RuntimeError(f"watcher error: {ev.error}")
             m.stop()
+        if read and not touched:
+            raise RuntimeError("the consumer read nothing")
         return count
 
     return asyncio.run(main())
+
+
+def _c_watchkeeper_watcher_lazy(a: argparse.Namespace, m: Meter) -> int:
+    return _c_watchkeeper_watcher(a, m, lazy=True, read="name")
+
+
+def _c_watchkeeper_watcher_lazy_obj(a: argparse.Namespace, m: Meter) -> int:
+    return _c_watchkeeper_watcher(a, m, lazy=True, read="obj")
 
 
 def _c_kubernetes(a: argparse.Namespace, m: Meter) -> int:
@@ -389,6 +408,9 @@ RUNNERS: dict[str, Runner] = {
     "aiohttp-readline": _c_aiohttp_readline,
     "watchkeeper-stream": _c_watchkeeper_stream,
     "watchkeeper-watcher": _c_watchkeeper_watcher,
+    "watchkeeper-stream-lazy": _c_watchkeeper_stream_lazy,
+    "watchkeeper-watcher-lazy": _c_watchkeeper_watcher_lazy,
+    "watchkeeper-watcher-lazy-obj": _c_watchkeeper_watcher_lazy_obj,
     "kubernetes": _c_kubernetes,
     "kubernetes_asyncio": _c_kubernetes_asyncio,
     "lightkube": _c_lightkube,
@@ -404,6 +426,9 @@ IMPORTS: dict[str, list[str]] = {
     "msgspec": ["msgspec"],
     "watchkeeper-stream": ["watchkeeper"],
     "watchkeeper-watcher": ["watchkeeper"],
+    "watchkeeper-stream-lazy": ["watchkeeper"],
+    "watchkeeper-watcher-lazy": ["watchkeeper"],
+    "watchkeeper-watcher-lazy-obj": ["watchkeeper"],
     "kubernetes": ["kubernetes"],
     "kubernetes_asyncio": ["kubernetes_asyncio", "kubernetes_asyncio.client"],
     "lightkube": ["lightkube", "lightkube.resources.core_v1"],

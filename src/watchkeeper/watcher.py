@@ -16,10 +16,10 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from watchkeeper.backoff import Backoff, DefaultBackoff
-from watchkeeper.client import Api, ApiError, BadRequest, ConnectionFailed, Gone, Invalid
+from watchkeeper.client import Api, ApiError, BadRequest, ConnectionFailed, Gone, Invalid, RawEvent
 from watchkeeper.client.errors import error_from_status
 
 __all__ = [
@@ -55,11 +55,81 @@ class InitStart:
     """A (re)list begins: the objects that follow replace everything known so far."""
 
 
-@dataclass(frozen=True, slots=True)
-class InitApply:
+class _ObjectEvent:
+    """An event that carries one object.
+
+    ``obj`` is a plain dict. A lazy watcher (``WatchConfig(lazy_decode=True)``) decodes it
+    on first read; ``name``, ``namespace`` and ``resource_version`` never need that.
+    Read-only (``obj`` is a property, slots forbid new attributes), compared by value,
+    matched positionally as ``case Apply(obj)``.
+    """
+
+    __slots__ = ("_obj", "_raw", "_strip")
+    __match_args__ = ("obj",)
+    __hash__ = None  # type: ignore[assignment]  # holds a dict, like the dataclass it replaces
+
+    def __init__(self, obj: JSON) -> None:
+        self._obj: JSON | None = obj
+        self._raw: RawEvent | None = None
+        self._strip = False
+
+    @classmethod
+    def _lazy(cls, raw: RawEvent, strip: bool) -> Self:
+        event = cls.__new__(cls)
+        event._obj, event._raw, event._strip = None, raw, strip
+        return event
+
+    @property
+    def obj(self) -> JSON:
+        obj = self._obj
+        if obj is None:
+            assert self._raw is not None
+            obj = self._raw.object
+            if self._strip:
+                _strip(obj)
+            self._obj = obj
+        return obj
+
+    def _meta(self, key: str) -> str:
+        raw = self._raw
+        if raw is not None:
+            return str(getattr(raw, key))
+        meta = self.obj.get("metadata")
+        value = meta.get(_WIRE[key]) if isinstance(meta, dict) else None
+        return value if isinstance(value, str) else ""
+
+    @property
+    def name(self) -> str:
+        return self._meta("name")
+
+    @property
+    def namespace(self) -> str:
+        return self._meta("namespace")
+
+    @property
+    def resource_version(self) -> str:
+        return self._meta("resource_version")
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, _ObjectEvent)
+        return self.obj == other.obj
+
+    def __repr__(self) -> str:
+        if self._obj is None:
+            return (f"{type(self).__name__}(<not decoded: {self.namespace}/{self.name} "
+                    f"rv={self.resource_version}>)")
+        return f"{type(self).__name__}(obj={self._obj!r})"
+
+
+_WIRE = {"name": "name", "namespace": "namespace", "resource_version": "resourceVersion"}
+
+
+class InitApply(_ObjectEvent):
     """One object of the current (re)list."""
 
-    obj: JSON
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,18 +137,16 @@ class InitDone:
     """The (re)list is complete: a cache may now swap in what it collected."""
 
 
-@dataclass(frozen=True, slots=True)
-class Apply:
+class Apply(_ObjectEvent):
     """An object was added or modified."""
 
-    obj: JSON
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Delete:
+class Delete(_ObjectEvent):
     """An object was deleted (its last known state)."""
 
-    obj: JSON
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +192,11 @@ class WatchConfig:
     max_unhealthy: float | None = 300.0
     metadata_only: bool = False  # PartialObjectMetadata only: for big kinds (Secrets, Pods)
     strip_managed_fields: bool = False  # drop metadata.managedFields: about half of a cache
+    # Decode each watched object only when ``event.obj`` is first read: for consumers that
+    # skip most events or need only ``event.name``/``namespace``/``resource_version``.
+    # Lines are still fully validated as they arrive; reading every ``obj`` costs ~1 us
+    # more per event than the eager default (docs/benchmarks.md).
+    lazy_decode: bool = False
 
     def __post_init__(self) -> None:
         if self.page_size < 1:
@@ -156,6 +229,9 @@ class WatchState(enum.Enum):
     STARTING = "starting"
     HEALTHY = "healthy"
     DEGRADED = "degraded"
+
+
+_HEALTHY = WatchState.HEALTHY
 
 
 @dataclass
@@ -273,15 +349,6 @@ def _same_error(a: ApiError, b: ApiError) -> bool:
     return type(a) is type(b) and a.code == b.code and a.message == b.message
 
 
-def _rv(obj: JSON) -> str | None:
-    meta = obj.get("metadata")
-    if isinstance(meta, dict):
-        rv = meta.get("resourceVersion")
-        if isinstance(rv, str) and rv:
-            return rv
-    return None
-
-
 def _strip(obj: JSON) -> None:
     meta = obj.get("metadata")
     if isinstance(meta, dict):
@@ -348,7 +415,7 @@ class Watcher:
                         yield ev
                     need_list = False
                 async for ev in self._watch_once(progress, need_list and streaming):
-                    if isinstance(ev, InitDone):
+                    if ev.__class__ is InitDone:
                         need_list = False
                     yield ev
                 previous_gone = False
@@ -410,6 +477,7 @@ class Watcher:
         token: str | None = None
         rv = "0" if cfg.list_semantic == "any" else None
         list_rv = ""
+        strip = cfg.strip_managed_fields
         while True:
             page = await self.api.list(
                 label_selector=cfg.label_selector,
@@ -421,7 +489,6 @@ class Watcher:
             )
             if not token:
                 list_rv = page.resource_version
-            strip = cfg.strip_managed_fields
             for obj in page.items:
                 if strip:
                     _strip(obj)
@@ -441,8 +508,9 @@ class Watcher:
         if initial:
             rv = "0" if cfg.list_semantic == "any" else ""
         opened = clock()
-        strip = cfg.strip_managed_fields
-        counts = self.health.events
+        strip, lazy = cfg.strip_managed_fields, cfg.lazy_decode
+        health = self.health
+        counts = health.events
         delivered = False
         in_initial = initial
         if initial:
@@ -459,6 +527,7 @@ class Watcher:
                 send_initial_events=initial,
                 read_timeout=cfg.idle_for(timeout),
                 metadata_only=cfg.metadata_only,
+                lazy=lazy,
             ) as stream:
                 if not initial:
                     # A watch that stays open is progress even on a quiet resource: without
@@ -467,34 +536,42 @@ class Watcher:
                         min(STABLE_AFTER, timeout / 2), progress.progressed
                     )
                 async for raw in stream:
-                    kind, obj = raw.type, raw.object
+                    kind = raw.type
                     if kind == "ERROR":
-                        raise error_from_status(obj, method="WATCH", path=self.api.resource_name)
-                    new_rv = _rv(obj)
-                    if new_rv is not None:
+                        raise error_from_status(
+                            raw.object, method="WATCH", path=self.api.resource_name
+                        )
+                    new_rv = raw.resource_version
+                    if new_rv:
                         self.resource_version = new_rv
-                    if strip:
-                        _strip(obj)
                     delivered = True
                     counts[kind] = counts.get(kind, 0) + 1
-                    self.health.last_event_at = clock()
+                    health.last_event_at = clock()
                     if kind == "BOOKMARK":
-                        annotations = (obj.get("metadata") or {}).get("annotations") or {}
-                        if in_initial and annotations.get(INITIAL_EVENTS_END) == "true":
-                            in_initial = False
-                            progress.progressed()
-                            yield InitDone()
-                        elif not in_initial:
+                        if in_initial:
+                            meta = raw.object.get("metadata") or {}
+                            annotations = meta.get("annotations") or {}
+                            if annotations.get(INITIAL_EVENTS_END) == "true":
+                                in_initial = False
+                                progress.progressed()
+                                yield InitDone()
+                        else:
                             progress.progressed()
                         continue
+                    cls: type[_ObjectEvent]
                     if in_initial:
-                        yield InitApply(obj)
-                        continue
-                    progress.progressed()
-                    if kind == "DELETED":
-                        yield Delete(obj)
+                        cls = InitApply
                     else:
-                        yield Apply(obj)
+                        if health.state is not _HEALTHY or health.consecutive_failures:
+                            progress.progressed()
+                        cls = Delete if kind == "DELETED" else Apply
+                    if lazy:
+                        yield cls._lazy(raw, strip)
+                    else:
+                        obj = raw.object
+                        if strip:
+                            _strip(obj)
+                        yield cls(obj)
         finally:
             if stable is not None:
                 stable.cancel()

@@ -256,6 +256,27 @@ async def test_raw_watch_stream(srv: ApiServer, client: wk.Client) -> None:
     assert rec.query["resourceVersion"] == start_rv
 
 
+async def test_lazy_watch_stream_has_keys_before_decoding(
+    srv: ApiServer, client: wk.Client
+) -> None:
+    api = client.api("configmaps", namespace="default")
+    start_rv = (await api.list()).resource_version
+    events: list[RawEvent] = []
+    async with api.watch(resource_version=start_rv, timeout_seconds=1, lazy=True) as stream:
+        reader = asyncio.create_task(read_events(stream, events))
+        while not srv.open_watches:
+            await asyncio.sleep(0.01)
+        created = await api.create(cm("lazy", k="v"))
+        await asyncio.wait_for(reader, 5)
+    (added,) = [e for e in events if e.type == "ADDED"]
+    assert not added.decoded
+    assert (added.namespace, added.name) == ("default", "lazy")
+    assert added.resource_version == created["metadata"]["resourceVersion"]
+    assert not added.decoded, "reading the keys must not decode the object"
+    assert added.object["data"] == {"k": "v"} and added.decoded
+    assert repr(added) == f"RawEvent(ADDED, default/lazy, rv={added.resource_version})"
+
+
 async def test_watch_with_selectors_and_initial_events(srv: ApiServer, client: wk.Client) -> None:
     srv.create_object(cm("keep", labels={"w": "yes"}))
     srv.create_object(cm("skip", labels={"w": "no"}))

@@ -33,14 +33,14 @@ step = st.one_of(
 )
 
 
-async def scenario(steps: list[tuple[str, str]]) -> None:
+async def scenario(steps: list[tuple[str, str]], lazy: bool) -> None:
     loop = asyncio.get_running_loop()
     async with ApiServer() as srv, srv.client() as client:
         api = client.api("configmaps", namespace="default")
         for name in NAMES[:4]:  # most names exist from the start, so updates/deletes act
             srv.create_object(configmap(name, n="0"))
         store, writer = wk.Store.new()
-        w = wk.watcher(api, wk.WatchConfig(max_unhealthy=None))
+        w = wk.watcher(api, wk.WatchConfig(max_unhealthy=None, lazy_decode=lazy))
         seen: list[tuple[float, wk.Event]] = []
 
         async def consume() -> None:
@@ -122,8 +122,8 @@ def run_virtual(coro: Any) -> None:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(step, min_size=1, max_size=25))
+@given(st.lists(step, min_size=1, max_size=25), st.booleans())
 def test_random_writes_and_faults_lose_nothing_and_keep_the_schedule(
-    steps: list[tuple[str, str]],
+    steps: list[tuple[str, str]], lazy: bool,
 ) -> None:
-    run_virtual(scenario(steps))
+    run_virtual(scenario(steps, lazy))
