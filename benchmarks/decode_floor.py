@@ -17,6 +17,8 @@ from typing import Any
 
 import msgspec
 
+from watchkeeper.client.api import _decode_head  # what WatchConfig(lazy_decode=True) runs
+
 
 class Envelope(msgspec.Struct):
     type: str
@@ -27,6 +29,7 @@ def decoders() -> dict[str, Callable[[bytes], Any]]:
     return {
         "msgspec (dicts)": msgspec.json.Decoder().decode,
         "msgspec (typed envelope)": msgspec.json.Decoder(Envelope).decode,
+        "msgspec head only (our lazy_decode)": _decode_head,
         "json.loads": json.loads,
     }
 

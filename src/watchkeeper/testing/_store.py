@@ -18,6 +18,7 @@ import asyncio
 import base64
 import binascii
 import copy
+import itertools
 import json
 import time
 from collections import deque
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from watchkeeper.testing import _status
+from watchkeeper.testing._selectors import match_all
 
 JSON = dict[str, Any]
 Key = tuple[str, str]  # (group, plural): storage is shared by all versions of a resource
@@ -110,6 +112,7 @@ class Change:
     type: str  # ADDED, MODIFIED, DELETED
     obj: JSON
     prev: JSON | None
+    namespace: str = ""  # of ``obj``, kept so each watch need not look it up again
 
 
 def _rv_of(obj: JSON) -> str:
@@ -140,13 +143,19 @@ class Subscription:
     queue: asyncio.Queue[WatchEvent | None] = field(default_factory=asyncio.Queue)
     start_rv: int = 0  # the RV the initial state / replay reaches
     closed: bool = False
+    rt_key: Key = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rt_key = self.rt.key
 
     def translate(self, ch: Change) -> WatchEvent | None:
         """What this watcher sees of a change: selector transitions become ADDED/DELETED."""
-        if ch.key != self.rt.key:
+        if ch.key != self.rt_key:
             return None
-        if self.namespace is not None and obj_key(ch.obj)[0] != self.namespace:
+        if self.namespace is not None and ch.namespace != self.namespace:
             return None
+        if self.match is match_all:  # no selectors: every change is seen as it is
+            return WatchEvent(ch.type, ch.obj, ch.rv)
         if ch.type == "ADDED":
             return WatchEvent("ADDED", ch.obj, ch.rv) if self.match(ch.obj) else None
         if ch.type == "DELETED":
@@ -360,7 +369,7 @@ class ObjectStore:
         return self.rv
 
     def _record(self, key: Key, type_: str, obj: JSON, prev: JSON | None) -> None:
-        ch = Change(self.rv, self.clock(), key, type_, obj, prev)
+        ch = Change(self.rv, self.clock(), key, type_, obj, prev, obj_key(obj)[0])
         self._history.append(ch)
         self._trim()
         for sub in list(self._subs):
@@ -466,11 +475,25 @@ class ObjectStore:
             if since < self.history_start:
                 raise StoreError(_status.expired(
                     f"too old resource version: {since} ({self.history_start})"))
-            for ch in self._history:
-                if ch.rv > since:
-                    ev = sub.translate(ch)
+            history = self._history
+            newer = 0  # how many changes at the end are after ``since``
+            for ch in reversed(history):
+                if ch.rv <= since:
+                    break
+                newer += 1
+            first = len(history) - newer
+            changes = itertools.islice(history, first, None)
+            if match is match_all:  # the common case, inlined: replays can be 100,000 long
+                key = sub.rt_key
+                sub.initial = [WatchEvent(ch.type, ch.obj, ch.rv) for ch in changes
+                               if ch.key == key and (namespace is None
+                                                     or ch.namespace == namespace)]
+            else:
+                translate, initial = sub.translate, sub.initial
+                for ch in changes:
+                    ev = translate(ch)
                     if ev is not None:
-                        sub.initial.append(ev)
+                        initial.append(ev)
         self._subs.add(sub)
         return sub
 
