@@ -208,6 +208,11 @@ class Faults:
         return f
 
     @property
+    def any_active(self) -> bool:
+        """Cheap check for hot paths: False means no fault can apply to anything."""
+        return bool(self._faults)
+
+    @property
     def refusing(self) -> Fault | None:
         return self.find("refuse")
 
