@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Self
 
 from watchkeeper.backoff import Backoff, DefaultBackoff
-from watchkeeper.client import Api, ApiError, BadRequest, ConnectionFailed, Gone, Invalid, RawEvent
+from watchkeeper.client import Api, ApiError, BadRequest, ConnectionFailed, Gone, Invalid
+from watchkeeper.client.api import KeyFields, decode_line_object
 from watchkeeper.client.errors import error_from_status
 
 __all__ = [
@@ -64,36 +65,37 @@ class _ObjectEvent:
     matched positionally as ``case Apply(obj)``.
     """
 
-    __slots__ = ("_obj", "_raw", "_strip")
+    __slots__ = ("_key", "_line", "_obj", "_strip")
     __match_args__ = ("obj",)
     __hash__ = None  # type: ignore[assignment]  # holds a dict, like the dataclass it replaces
 
     def __init__(self, obj: JSON) -> None:
         self._obj: JSON | None = obj
-        self._raw: RawEvent | None = None
+        self._key: KeyFields | None = None
+        self._line: bytes | None = None
         self._strip = False
 
     @classmethod
-    def _lazy(cls, raw: RawEvent, strip: bool) -> Self:
+    def _lazy(cls, key: KeyFields, line: bytes, strip: bool) -> Self:
         event = cls.__new__(cls)
-        event._obj, event._raw, event._strip = None, raw, strip
+        event._obj, event._key, event._line, event._strip = None, key, line, strip
         return event
 
     @property
     def obj(self) -> JSON:
         obj = self._obj
         if obj is None:
-            assert self._raw is not None
-            obj = self._raw.object
+            assert self._line is not None
+            obj = decode_line_object(self._line)
             if self._strip:
                 _strip(obj)
-            self._obj = obj
+            self._obj, self._line = obj, None
         return obj
 
     def _meta(self, key: str) -> str:
-        raw = self._raw
-        if raw is not None:
-            return str(getattr(raw, key))
+        fields = self._key
+        if fields is not None:
+            return str(getattr(fields, _WIRE[key]))
         meta = self.obj.get("metadata")
         value = meta.get(_WIRE[key]) if isinstance(meta, dict) else None
         return value if isinstance(value, str) else ""
@@ -535,21 +537,29 @@ class Watcher:
                     stable = asyncio.get_running_loop().call_later(
                         min(STABLE_AFTER, timeout / 2), progress.progressed
                     )
-                async for raw in stream:
-                    kind = raw.type
+                async for kind, obj, key, line in stream.items():
                     if kind == "ERROR":
                         raise error_from_status(
-                            raw.object, method="WATCH", path=self.api.resource_name
+                            obj if obj is not None else decode_line_object(line or b""),
+                            method="WATCH", path=self.api.resource_name,
                         )
-                    new_rv = raw.resource_version
-                    if new_rv:
+                    new_rv: Any
+                    if key is not None:
+                        new_rv = key.resourceVersion
+                    else:
+                        assert obj is not None
+                        meta = obj.get("metadata")
+                        new_rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+                    if new_rv and isinstance(new_rv, str):
                         self.resource_version = new_rv
                     delivered = True
                     counts[kind] = counts.get(kind, 0) + 1
                     health.last_event_at = clock()
                     if kind == "BOOKMARK":
                         if in_initial:
-                            meta = raw.object.get("metadata") or {}
+                            if obj is None:
+                                obj = decode_line_object(line or b"")
+                            meta = obj.get("metadata") or {}
                             annotations = meta.get("annotations") or {}
                             if annotations.get(INITIAL_EVENTS_END) == "true":
                                 in_initial = False
@@ -565,10 +575,10 @@ class Watcher:
                         if health.state is not _HEALTHY or health.consecutive_failures:
                             progress.progressed()
                         cls = Delete if kind == "DELETED" else Apply
-                    if lazy:
-                        yield cls._lazy(raw, strip)
+                    if obj is None:
+                        assert key is not None and line is not None
+                        yield cls._lazy(key, line, strip)
                     else:
-                        obj = raw.object
                         if strip:
                             _strip(obj)
                         yield cls(obj)

@@ -133,3 +133,26 @@ async def test_lazy_watcher_feeds_a_store(srv: ApiServer, client: wk.Client) -> 
 def test_raw_event_needs_an_object_or_a_line() -> None:
     with pytest.raises(ValueError, match="needs an object or the line"):
         RawEvent("ADDED")
+
+
+async def test_lazy_streaming_list_and_a_410_relist(srv: ApiServer, client: wk.Client) -> None:
+    """The lazy path reads the initial-events-end bookmark and ERROR lines from the raw
+    line: a streaming list completes, and compaction (410 inside the stream) relists."""
+    api = cm_api(client)
+    for i in range(3):
+        await api.create(configmap(f"l{i}"))
+    rec = record(api, wk.WatchConfig(initial_list="streaming", lazy_decode=True,
+                                     max_unhealthy=None), backoff=wk.ConstantBackoff(0.05))
+    await rec.wait_for(lambda r: r.of(wk.InitDone))
+    assert sorted(ev.name for ev in rec.of(wk.InitApply)) == ["l0", "l1", "l2"]
+    # While the watcher is cut off, a change is made and the history compacted past it.
+    srv.faults.refuse(count_refused=True)
+    srv.reset_watches()
+    srv.create_object(configmap("l3"))
+    srv.delete_object("v1", "ConfigMap", "l0")
+    srv.compact()
+    srv.faults.clear("refuse")
+    await rec.wait_for(lambda r: len(r.of(wk.InitDone)) == 2)
+    await rec.stop()
+    assert any(isinstance(e, wk.Gone) for e in rec.errors()), rec.errors()
+    assert set(rec.state()) == {"l1", "l2", "l3"}

@@ -55,14 +55,16 @@ def _decode_large(body: bytes) -> JSON:
         gc.enable()
 
 
-class _HeadMeta(msgspec.Struct, gc=False):
+class KeyFields(msgspec.Struct, gc=False):
+    """The metadata a watcher needs of every event, decoded without the rest."""
+
     name: str = ""
     namespace: str = ""
     resourceVersion: str = ""
 
 
 class _HeadObject(msgspec.Struct, gc=False):
-    metadata: _HeadMeta | None = None
+    metadata: KeyFields | None = None
 
 
 class _Head(msgspec.Struct, gc=False):
@@ -74,7 +76,7 @@ class _Head(msgspec.Struct, gc=False):
 # rest while skipping it, at about a third of the cost of building the dicts.
 _decode_head = msgspec.json.Decoder(_Head).decode
 _decode_any = msgspec.json.Decoder().decode  # a plain decode beats a typed envelope here
-_NO_META = _HeadMeta()
+_NO_META = KeyFields()
 
 
 class RawEvent:
@@ -91,7 +93,7 @@ class RawEvent:
         self,
         type: str,
         object: JSON | None = None,
-        key: _HeadMeta | None = None,
+        key: KeyFields | None = None,
         line: bytes | None = None,
         path: str = "",
     ) -> None:
@@ -107,15 +109,8 @@ class RawEvent:
     def object(self) -> JSON:
         obj = self._object
         if obj is None:
-            line = self._line
-            assert line is not None
-            try:
-                obj = _decode_any(line)["object"]
-            except msgspec.DecodeError as exc:  # not expected: the line was validated
-                raise InvalidResponse(
-                    f"undecodable watch event ({exc}): {line[:80]!r}",
-                    method="GET", path=self._path,
-                ) from None
+            assert self._line is not None
+            obj = decode_line_object(self._line, self._path)
             self._object, self._line = obj, None
         return obj
 
@@ -124,13 +119,13 @@ class RawEvent:
         """Whether ``object`` has been built (always, for an eager stream)."""
         return self._object is not None
 
-    def _meta(self) -> _HeadMeta:
+    def _meta(self) -> KeyFields:
         key = self._key
         if key is None:
             meta = self.object.get("metadata")
             if not isinstance(meta, dict):
                 meta = {}
-            key = self._key = _HeadMeta(
+            key = self._key = KeyFields(
                 _str(meta.get("name")), _str(meta.get("namespace")),
                 _str(meta.get("resourceVersion")),
             )
@@ -156,6 +151,22 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+def decode_line_object(line: bytes, path: str = "") -> JSON:
+    """The object of a watch line that a lazy stream already validated."""
+    try:
+        obj: JSON = _decode_any(line)["object"]
+    except msgspec.DecodeError as exc:  # not expected: the line was validated
+        raise InvalidResponse(
+            f"undecodable watch event ({exc}): {line[:80]!r}", method="GET", path=path,
+        ) from None
+    return obj
+
+
+# What ``WatchStream.items`` yields per line: (type, object, None, None) when eager,
+# (type, None, key fields, the line) when lazy.
+StreamItem = tuple[str, JSON | None, KeyFields | None, bytes | None]
+
+
 @dataclass
 class ObjectList:
     items: list[JSON]
@@ -178,8 +189,16 @@ class WatchStream:
         self._lazy = lazy
 
     async def __aiter__(self) -> AsyncIterator[RawEvent]:
-        # One event per resume, built just before it is consumed: decoding a whole chunk
-        # ahead keeps its dicts alive across collections and was measured slower (GC).
+        path = self._path
+        async for kind, obj, key, line in self.items():
+            yield RawEvent(kind, obj, key, line, path)
+
+    async def items(self) -> AsyncIterator[StreamItem]:
+        """The events as plain tuples (``StreamItem``): the watcher's hot loop, which wraps
+        them in its own event objects, so none is built twice.
+
+        One event per resume, built just before it is consumed: decoding a whole chunk
+        ahead keeps its dicts alive across collections and was measured slower (GC)."""
         buf = b""
         reader = self._reader
         path = self._path
@@ -200,25 +219,25 @@ class WatchStream:
             for line in lines:
                 if not line or line.isspace():
                     continue
+                item: StreamItem
                 try:
                     if lazy:
                         head = _decode_head(line)
                         if not line.isascii():
                             line.decode("utf-8")  # the head decode skips this check
-                        event = RawEvent(head.type, None, head.object.metadata or _NO_META,
-                                         line, path)
+                        item = (head.type, None, head.object.metadata or _NO_META, line)
                     else:
                         decoded = _decode_any(line)
                         kind, obj = decoded["type"], decoded["object"]
                         if not isinstance(obj, dict) or not isinstance(kind, str):
                             raise TypeError("type must be a string and object a map")
-                        event = RawEvent(kind, obj)
+                        item = (kind, obj, None, None)
                 except (msgspec.DecodeError, UnicodeDecodeError, KeyError, TypeError) as exc:
                     raise InvalidResponse(
                         f"undecodable watch event ({type(exc).__name__}: {exc}): {line[:80]!r}",
                         method="GET", path=path,
                     ) from None
-                yield event
+                yield item
 
 
 def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str]:
