@@ -11,10 +11,12 @@ The floors, on the same bytes: a raw socket reading the same watch (HTTP chunk f
 only, no JSON: this is also the server's own maximum rate), aiohttp's line reader plus
 msgspec, and msgspec alone decoding the captured body from memory (no I/O).
 
-kopf and our full ``watcher`` have no "start from this resourceVersion" option: both list
-first. For them the harness replaces the initial LIST with an empty one at the starting
-resourceVersion (kopf: ``fetching.fetch_objs``; ours: ``Watcher._paginated_list``), so the
-same replay flows through their whole watch path. The rest of each client is untouched.
+kopf has no "start from this resourceVersion" option: it lists first. For it the harness
+replaces the initial LIST with an empty one at the starting resourceVersion
+(``fetching.fetch_objs``), so the same replay flows through its whole watch path. Our
+``watcher`` starts there with its public ``resource_version=``. The rest of each client is
+untouched. The ``-lazy`` rows use ``WatchConfig(lazy_decode=True)`` / ``Api.watch(lazy=True)``
+and say what their consumer reads of each event.
 
     python -m benchmarks.watch_throughput [--events 100000] [--clients a,b] [--repeat 3]
 """

@@ -10,7 +10,7 @@ representation the Accept header negotiates (JSON, YAML, Table, PartialObjectMet
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,6 +122,11 @@ def _int_param(q: Any, name: str) -> int:
             f'strconv.ParseInt: parsing "{raw}": invalid syntax')) from None
 
 
+# Serves a subresource that is no stored object (e.g. serviceaccounts/token):
+# (request, route, namespace, verb) -> response; StoreErrors become Status responses.
+SubresourceHandler = Callable[[web.Request, Route, str, str], Awaitable[web.StreamResponse]]
+
+
 class Handlers:
     """Serves resource requests against one store."""
 
@@ -139,6 +144,7 @@ class Handlers:
         self.opts = opts
         self.stopping = stopping
         self.watches: set[OpenWatch] = set()
+        self.subresources: dict[tuple[str, str, str], SubresourceHandler] = {}  # group, plural, sub
 
     # ---- routing ---------------------------------------------------------------------------
 
@@ -154,7 +160,8 @@ class Handlers:
             return _http.status_response(_status.resource_not_found())
         if route.namespaced_path and not rt.namespaced:
             return _http.status_response(_status.resource_not_found())
-        if route.subresource and not (route.subresource == "status" and rt.has_status):
+        if route.subresource and not (route.subresource == "status" and rt.has_status) \
+                and (rt.group, rt.plural, route.subresource) not in self.subresources:
             return _http.status_response(_status.resource_not_found())
         return rt
 
@@ -173,6 +180,12 @@ class Handlers:
         ns = route.namespace if rt.namespaced else ""
         if rt.namespaced and not route.namespaced_path and (route.name or verb == "create"):
             return _http.status_response(_status.resource_not_found())
+        special = self.subresources.get((rt.group, rt.plural, route.subresource))
+        if special is not None:
+            try:
+                return await special(request, route, ns, verb)
+            except StoreError as exc:
+                return _http.error_response(exc)
         if (verb in ("update", "patch") and not route.name) or (verb == "create" and route.name):
             return _http.status_response(_status.method_not_allowed())
         if verb not in rt.verbs:

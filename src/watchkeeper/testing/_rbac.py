@@ -1,18 +1,22 @@
-"""Users, bearer tokens and RBAC-like rules, changeable while the server runs.
+"""Users, bearer tokens and RBAC, changeable while the server runs.
 
-Deliberately smaller than Kubernetes RBAC: rules are granted straight to a user or group name
-(no Role/Binding objects), but decisions and the 403 wording match the real authorizer
+Two sources of permissions, either of which may allow a request: rules granted from Python
+straight to a user or group name (``Rbac.grant``), and the Role, RoleBinding, ClusterRole and
+ClusterRoleBinding objects stored through the API, evaluated like kube-apiserver's RBAC
+authorizer on every request. Decisions and the 403 wording match the real authorizer
 (files 076-080, 056) so clients can be tested against permission changes.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from watchkeeper.testing import _status
 from watchkeeper.testing._status import JSON
+from watchkeeper.testing._store import ObjectStore
 
 ANONYMOUS = "system:anonymous"
 MASTERS = "system:masters"
@@ -78,10 +82,222 @@ def _tuple(values: Iterable[str] | str) -> tuple[str, ...]:
     return (values,) if isinstance(values, str) else tuple(values)
 
 
-class Rbac:
-    """Who is who (tokens) and who may do what (rules)."""
+# ---- RBAC from API objects (rbac.authorization.k8s.io/v1) ---------------------------------
 
-    def __init__(self) -> None:
+RBAC_GROUP = "rbac.authorization.k8s.io"
+SA_PREFIX = "system:serviceaccount:"
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    """A list-of-strings field of a stored object; anything else counts as empty, since the
+    simulator stores RBAC objects without the apiserver's validation."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(v for v in value if isinstance(v, str))
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _object(value: Any) -> JSON:
+    return value if isinstance(value, dict) else {}
+
+
+def _meta(obj: JSON, key: str) -> str:
+    return _text(_object(obj.get("metadata")).get(key))
+
+
+def _matches(values: tuple[str, ...], wanted: str) -> bool:
+    return "*" in values or wanted in values
+
+
+@dataclass(frozen=True)
+class PolicyRule:
+    """One rule of a Role or ClusterRole, matched like rbac/v1's VerbMatches, APIGroupMatches,
+    ResourceMatches, ResourceNameMatches and NonResourceURLMatches."""
+
+    verbs: tuple[str, ...]
+    api_groups: tuple[str, ...] = ()
+    resources: tuple[str, ...] = ()
+    resource_names: tuple[str, ...] = ()
+    non_resource_urls: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, raw: Any) -> PolicyRule:
+        rule = _object(raw)
+        return cls(
+            verbs=_strings(rule.get("verbs")),
+            api_groups=_strings(rule.get("apiGroups")),
+            resources=_strings(rule.get("resources")),
+            resource_names=_strings(rule.get("resourceNames")),
+            non_resource_urls=_strings(rule.get("nonResourceURLs")),
+        )
+
+    def allows(self, a: Attributes) -> bool:
+        if not _matches(self.verbs, a.verb):
+            return False
+        if not a.is_resource:
+            return any(u == "*" or u == a.path
+                       or (u.endswith("*") and a.path.startswith(u.rstrip("*")))
+                       for u in self.non_resource_urls)
+        return (_matches(self.api_groups, a.api_group) and self._resource_matches(a)
+                and (not self.resource_names or a.name in self.resource_names))
+
+    def _resource_matches(self, a: Attributes) -> bool:
+        # Unlike ``Rule``, "pods/*" means nothing special here: the real helper knows only
+        # "*", an exact "resource[/subresource]" and "*/subresource".
+        full = f"{a.resource}/{a.subresource}" if a.subresource else a.resource
+        return any(r in ("*", full) or (bool(a.subresource) and r == f"*/{a.subresource}")
+                   for r in self.resources)
+
+
+def _rules(obj: JSON) -> tuple[PolicyRule, ...]:
+    raw = obj.get("rules")
+    return tuple(PolicyRule.parse(r) for r in raw) if isinstance(raw, list) else ()
+
+
+@dataclass(frozen=True)
+class Subject:
+    kind: str
+    name: str
+    namespace: str = ""
+
+    def applies_to(self, user: User, binding_namespace: str) -> bool:
+        """appliesToUser: a ServiceAccount subject without a namespace means one in the
+        binding's namespace (so never anything, in a ClusterRoleBinding)."""
+        if self.kind == "User":
+            return user.name == self.name
+        if self.kind == "Group":
+            return self.name in user.groups
+        if self.kind == "ServiceAccount":
+            ns = self.namespace or binding_namespace
+            return bool(ns) and user.name == f"{SA_PREFIX}{ns}:{self.name}"
+        return False
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A RoleBinding (``namespace`` set) or ClusterRoleBinding, reduced to what authorizes."""
+
+    namespace: str
+    role_kind: str
+    role_name: str
+    subjects: tuple[Subject, ...]
+
+    @classmethod
+    def parse(cls, obj: JSON) -> Binding:
+        ref = _object(obj.get("roleRef"))
+        raw = obj.get("subjects")
+        subjects = tuple(Subject(_text(s.get("kind")), _text(s.get("name")),
+                                 _text(s.get("namespace")))
+                         for s in (raw if isinstance(raw, list) else ()) if isinstance(s, dict))
+        return cls(_meta(obj, "namespace"), _text(ref.get("kind")), _text(ref.get("name")),
+                   subjects)
+
+    def applies_to(self, user: User) -> bool:
+        return any(s.applies_to(user, self.namespace) for s in self.subjects)
+
+
+@dataclass(frozen=True)
+class PolicySnapshot:
+    """The RBAC objects of one store state, parsed once and shared by every request until the
+    next write (so a request never copies the objects)."""
+
+    cluster_bindings: tuple[Binding, ...] = ()
+    bindings: dict[str, tuple[Binding, ...]] = field(default_factory=dict)  # by namespace
+    roles: dict[tuple[str, str], tuple[PolicyRule, ...]] = field(default_factory=dict)
+    cluster_roles: dict[str, tuple[PolicyRule, ...]] = field(default_factory=dict)
+
+    def role_rules(self, binding: Binding) -> tuple[PolicyRule, ...] | str:
+        """GetRoleReferenceRules: the rules, or the error text the authorizer collects."""
+        if binding.role_kind == "Role":
+            rules = self.roles.get((binding.namespace, binding.role_name))
+            what = "role"
+        elif binding.role_kind == "ClusterRole":
+            rules = self.cluster_roles.get(binding.role_name)
+            what = "clusterrole"
+        else:
+            return f'unsupported role reference kind: "{binding.role_kind}"'
+        if rules is None:
+            return f'{what}.{RBAC_GROUP} "{binding.role_name}" not found'
+        return rules
+
+    def visit(self, user: User, namespace: str) -> Iterator[tuple[PolicyRule, ...] | str]:
+        """VisitRulesFor: ClusterRoleBindings, then (for a namespaced request) the
+        RoleBindings of that namespace, yielding the rules of each that applies to ``user``."""
+        for binding in self.cluster_bindings:
+            if binding.applies_to(user):
+                yield self.role_rules(binding)
+        if namespace:
+            for binding in self.bindings.get(namespace, ()):
+                if binding.applies_to(user):
+                    yield self.role_rules(binding)
+
+
+@dataclass(frozen=True)
+class Decision:
+    allowed: bool
+    reason: str = ""  # "RBAC: ..." resolution errors, appended to a 403's message
+
+
+def _aggregate(errors: list[str]) -> str:
+    """utilerrors.NewAggregate(...).Error(): one error as is, several deduplicated in []."""
+    unique = list(dict.fromkeys(errors))
+    return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
+
+
+class PolicyObjects:
+    """The authorizer's view of the RBAC objects in a store, re-read after every write."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.store = store
+        self._snapshot = PolicySnapshot()
+        self._seen: tuple[int, int] | None = None
+
+    def snapshot(self) -> PolicySnapshot:
+        # The store's resourceVersion moves on every write (and clear() compacts), so an
+        # unchanged pair means unchanged RBAC objects: reads never re-parse anything.
+        seen = (self.store.rv, self.store.history_start)
+        if seen != self._seen:
+            self._snapshot = self._read()
+            self._seen = seen
+        return self._snapshot
+
+    def _objects(self, plural: str) -> list[JSON]:
+        rt = self.store.lookup(RBAC_GROUP, "v1", plural)
+        return self.store.objects(rt) if rt is not None else []
+
+    def _read(self) -> PolicySnapshot:
+        bindings: dict[str, list[Binding]] = {}
+        for obj in self._objects("rolebindings"):
+            b = Binding.parse(obj)
+            bindings.setdefault(b.namespace, []).append(b)
+        return PolicySnapshot(
+            cluster_bindings=tuple(Binding.parse(o) for o in self._objects("clusterrolebindings")),
+            bindings={ns: tuple(bs) for ns, bs in bindings.items()},
+            roles={(_meta(o, "namespace"), _meta(o, "name")): _rules(o)
+                   for o in self._objects("roles")},
+            cluster_roles={_meta(o, "name"): _rules(o) for o in self._objects("clusterroles")},
+        )
+
+    def authorize(self, a: Attributes) -> Decision:
+        """RBACAuthorizer.Authorize: allowed by the first matching rule; otherwise denied with
+        the resolution errors met on the way (e.g. a binding to a missing Role)."""
+        errors: list[str] = []
+        for rules in self.snapshot().visit(a.user, a.namespace):
+            if isinstance(rules, str):
+                errors.append(rules)
+            elif any(rule.allows(a) for rule in rules):
+                return Decision(True)
+        return Decision(False, f"RBAC: {_aggregate(errors)}" if errors else "")
+
+
+class Rbac:
+    """Who is who (tokens) and who may do what (Python rules, then ``objects``)."""
+
+    def __init__(self, objects: PolicyObjects | None = None) -> None:
+        self.objects = objects  # RBAC objects stored through the API, if any
         self.users: dict[str, User] = {}
         self._tokens: dict[str, str] = {}
         self._rules: dict[str, list[Rule]] = {}
@@ -164,25 +380,32 @@ class Rbac:
 
     # ---- decisions -------------------------------------------------------------------------
 
-    def allowed(self, a: Attributes) -> bool:
+    def authorize(self, a: Attributes) -> Decision:
+        """system:masters, the public paths, Python grants, then the RBAC objects."""
         if MASTERS in a.user.groups:
-            return True
+            return Decision(True)
         if not a.is_resource:
             public = PUBLIC_PATHS if a.user.name == ANONYMOUS else DISCOVERY_PATHS
             if any(a.path == p or a.path.startswith(p + "/") for p in public):
-                return True
+                return Decision(True)
         for subject in (a.user.name, *a.user.groups):
             for rule in self._rules.get(subject, []):
                 if a.is_resource and rule.allows(a):
-                    return True
-        return False
+                    return Decision(True)
+        return self.objects.authorize(a) if self.objects is not None else Decision(False)
+
+    def allowed(self, a: Attributes) -> bool:
+        return self.authorize(a).allowed
 
     @staticmethod
-    def forbidden(a: Attributes) -> JSON:
-        """The 403 Status the real authorizer's denial produces."""
+    def forbidden(a: Attributes, reason: str = "") -> JSON:
+        """The 403 Status the real authorizer's denial produces; a non-empty ``reason`` (the
+        authorizer's, e.g. a missing Role) follows the message after ": ", as in
+        ForbiddenStatusError."""
+        suffix = f": {reason}" if reason else ""
         if not a.is_resource:
             return _status.forbidden(
-                f'forbidden: User "{a.user.name}" cannot {a.verb} path "{a.path}"', {})
+                f'forbidden: User "{a.user.name}" cannot {a.verb} path "{a.path}"{suffix}', {})
         what = _status.qualified(a.resource, a.api_group)
         if a.name:
             what += f' "{a.name}"'
@@ -196,6 +419,6 @@ class Rbac:
         details["kind"] = a.resource
         return _status.forbidden(
             f'{what} is forbidden: User "{a.user.name}" cannot {a.verb} resource "{full}" in '
-            f'API group "{a.api_group}" {scope}',
+            f'API group "{a.api_group}" {scope}{suffix}',
             details,
         )

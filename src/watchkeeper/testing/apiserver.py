@@ -49,12 +49,13 @@ from watchkeeper.testing import _http, _status
 from watchkeeper.testing._handlers import HandlerOptions, Handlers
 from watchkeeper.testing._http import Route, parse_path, verb_of
 from watchkeeper.testing._nonresource import serve_document
-from watchkeeper.testing._rbac import Attributes, Rbac, User
+from watchkeeper.testing._rbac import Attributes, PolicyObjects, Rbac, User
 from watchkeeper.testing._registry import Registry, present
 from watchkeeper.testing._reqlog import RequestRecord, count
 from watchkeeper.testing._resources import BUILTIN_TYPES
 from watchkeeper.testing._store import JSON, ObjectStore, ResourceType, StoreError
 from watchkeeper.testing._tls import ServerTLS, peer_identity
+from watchkeeper.testing._tokens import ServiceAccountTokens
 from watchkeeper.testing.faults import KINDS, Faults, RequestInfo
 
 if TYPE_CHECKING:
@@ -132,7 +133,8 @@ class ApiServer:
         self.tls = tls
         self.store = ObjectStore(history_size=history_size, history_age=history_age, clock=clock)
         self.registry = Registry(self.store, wall_clock=wall_clock)
-        self.rbac = Rbac()
+        self.rbac = Rbac(PolicyObjects(self.store))
+        self.tokens = ServiceAccountTokens(self.store, wall_clock)
         self.faults = Faults()
         self.faults.on_change = self._faults_changed
         self.faults.on_compact = self.compact
@@ -153,6 +155,7 @@ class ApiServer:
             ),
             self._stopping,
         )
+        self.handlers.subresources[("", "serviceaccounts", "token")] = self._token_request
         self._tls = ServerTLS() if tls else None
         self._ssl_ctx: ssl.SSLContext | None = self._tls.context() if self._tls else None
         self._runner: web.AppRunner | None = None
@@ -339,7 +342,8 @@ class ApiServer:
     # ---- users and clients -----------------------------------------------------------------
 
     def add_user(self, name: str, token: str | None = None, groups: Iterable[str] = ()) -> str:
-        """Create a user with a bearer token (returned); grant it rights with ``rbac.grant``."""
+        """Create a user with a bearer token (returned); grant it rights with ``rbac.grant`` or
+        with Role/RoleBinding objects (service-account tokens come from TokenRequest instead)."""
         return self.rbac.add_user(name, token, groups)
 
     def token(self, user: str = "admin") -> str:
@@ -471,7 +475,8 @@ class ApiServer:
             scheme, _, token = header.partition(" ")
             if scheme.lower() != "bearer":
                 return None
-            return self.rbac.authenticate(token.strip())
+            token = token.strip()
+            return self.rbac.authenticate(token) or self.tokens.authenticate(token)
         return self.rbac.anonymous()
 
     async def _serve_request(
@@ -491,8 +496,9 @@ class ApiServer:
         attrs = Attributes(user=user, verb=verb, api_group=route.group, resource=route.resource,
                            subresource=route.subresource, namespace=route.namespace,
                            name=route.name)
-        if not self.rbac.allowed(attrs):
-            return _http.status_response(self.rbac.forbidden(attrs))
+        decision = self.rbac.authorize(attrs)
+        if not decision.allowed:
+            return _http.status_response(self.rbac.forbidden(attrs, decision.reason))
         ua = request.headers.get("User-Agent", "")
         request[_http.MANAGER] = request.query.get("fieldManager") or ua.split("/")[0] or "unknown"
         return await self.handlers.serve(request, route, verb, request[_http.MANAGER], info)
@@ -536,8 +542,9 @@ class ApiServer:
     def _non_resource(self, request: web.Request, user: User) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
         attrs = Attributes(user=user, verb=request.method.lower(), path=path)
-        if not self.rbac.allowed(attrs):
-            return _http.status_response(self.rbac.forbidden(attrs))
+        decision = self.rbac.authorize(attrs)
+        if not decision.allowed:
+            return _http.status_response(self.rbac.forbidden(attrs, decision.reason))
         if path == "/version":
             return _http.json_response(VERSION_INFO)
         if path in ("/healthz", "/readyz", "/livez"):
@@ -545,6 +552,15 @@ class ApiServer:
         doc = serve_document(request, path, list(self.store.types.values()),
                              f"{self.host}:{self.port}")
         return doc if doc is not None else _http.page_not_found()
+
+    async def _token_request(self, request: web.Request, route: Route, namespace: str,
+                             verb: str) -> web.StreamResponse:
+        """POST .../serviceaccounts/{name}/token (TokenRequest): the only verb it serves."""
+        if verb != "create":
+            return _http.status_response(_status.method_not_allowed())
+        raw = await self.handlers.read_body(request)
+        body = _http.decode_write_body(request, raw, "TokenRequest")
+        return _http.json_response(self.tokens.request(namespace, route.name, body), 201)
 
     # ---- admin endpoint --------------------------------------------------------------------
 
@@ -622,5 +638,7 @@ async def run_simulator(
     async with srv:
         if kubeconfig_out:
             srv.kubeconfig(kubeconfig_out)
-        log.info("simulator serving at %s (admin token %s)", srv.url, srv.token("admin"))
+        # never the token itself: the kubeconfig (or ApiServer.token) carries it
+        log.info("simulator serving at %s (admin credentials in %s)", srv.url,
+                 kubeconfig_out or "no kubeconfig: use --kubeconfig-out")
         await asyncio.Event().wait()
