@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import bisect
 import copy
 import itertools
 import json
@@ -243,6 +244,7 @@ class ObjectStore:
         self.history_start = 0  # every change with rv > history_start is in the history
         self._objects: dict[Key, dict[ObjKey, JSON]] = {}
         self._history: deque[Change] = deque()
+        self._sorted_keys: dict[tuple[Key, str | None, int], list[tuple[str, ObjKey]]] = {}
         self._subs: set[Subscription] = set()
         self._changed: asyncio.Event | None = None
 
@@ -317,6 +319,7 @@ class ObjectStore:
 
         ``filtered`` says a selector is in use (then remainingItemCount is left out, as the
         apiserver does). Raises RVTooLarge for a future RV (the caller waits and retries).
+        The items are the stored objects: read them, never modify them.
         """
         self._trim()
         start = ""
@@ -346,16 +349,22 @@ class ObjectStore:
         def sort_key(k: ObjKey) -> str:
             return f"{k[0]}/{k[1]}" if all_ns else k[1]
 
-        keys = sorted(
-            (sort_key(k), k)
-            for k in state
-            if (namespace is None or k[0] == namespace) and sort_key(k) >= start
-        )
-        selected = [(sk, state[k]) for sk, k in keys if match(state[k])]
+        # The sorted keys of one (type, namespace, version) serve every page of a paginated
+        # LIST: sorting all keys again per page was most of its cost.
+        memo_key = (rt.key, namespace, snap_rv)
+        ordered = self._sorted_keys.get(memo_key)
+        if ordered is None:
+            ordered = sorted(
+                (sort_key(k), k) for k in state if namespace is None or k[0] == namespace
+            )
+            self._sorted_keys = {memo_key: ordered}  # keep one: the LIST being paged now
+        first = bisect.bisect_left(ordered, (start,)) if start else 0
+        selected = [(sk, state[k]) for sk, k in itertools.islice(ordered, first, None)
+                    if match(state[k])]
         page = selected[:limit] if limit > 0 else selected
-        result = ListResult(
-            items=[copy.deepcopy(obj) for _, obj in page], resource_version=str(snap_rv)
-        )
+        # The stored objects themselves, not copies: a write replaces an object, never edits
+        # it, and the HTTP layer only reads them (copying every item was most of a LIST).
+        result = ListResult(items=[obj for _, obj in page], resource_version=str(snap_rv))
         if limit > 0 and len(selected) > limit:
             result.continue_token = encode_continue(snap_rv, page[-1][0] + "\x00")
             if not filtered:
