@@ -453,12 +453,6 @@ async def test_status_subresource_on_a_crd(srv: ApiServer, client: wk.Client) ->
     assert applied["status"]["phase"] == "Applied"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="simulator bug: server-side apply on the status subresource drops the managedFields "
-    "it computed (_registry._commit copies the old metadata for subresource=status), so the "
-    "applier never owns the fields and a forced apply does not take them over",
-)
 async def test_server_side_apply_on_status_records_the_manager(
     srv: ApiServer, client: wk.Client
 ) -> None:
@@ -470,6 +464,12 @@ async def test_server_side_apply_on_status_records_the_manager(
                     "status": {"phase": "Applied"}}
     applied = await api.patch_status("w1", intent, type="apply", field_manager="ctl")
     assert "ctl" in managers(applied)
+    (entry,) = [f for f in applied["metadata"]["managedFields"] if f["manager"] == "ctl"]
+    # As kube-apiserver records it: an Apply on the status subresource owning status.phase.
+    assert (entry["operation"], entry.get("subresource")) == ("Apply", "status")
+    assert "f:phase" in entry["fieldsV1"]["f:status"]
+    stored = srv.get_object("example.com/v1", "Widget", "w1")
+    assert "ctl" in managers(stored), "the ownership must be stored, not only returned"
 
 
 async def test_crd_discovery_by_name_forms_is_cached(srv: ApiServer, client: wk.Client) -> None:

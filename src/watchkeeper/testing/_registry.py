@@ -262,6 +262,9 @@ class Registry:
                 merged["status"] = new["status"]
             else:
                 merged.pop("status", None)
+            if fields_done:  # apply computed the ownership of this write: keep it
+                _meta(merged)["managedFields"] = copy.deepcopy(
+                    _meta(new).get("managedFields") or [])
             new = merged
         else:
             new = copy.deepcopy(new)
