@@ -16,7 +16,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
 from watchkeeper.backoff import Backoff, DefaultBackoff
 from watchkeeper.client import Api, ApiError, BadRequest, ConnectionFailed, Gone, Invalid
@@ -69,17 +69,20 @@ class _ObjectEvent:
     __match_args__ = ("obj",)
     __hash__ = None  # type: ignore[assignment]  # holds a dict, like the dataclass it replaces
 
-    def __init__(self, obj: JSON) -> None:
-        self._obj: JSON | None = obj
-        self._key: KeyFields | None = None
-        self._line: bytes | None = None
-        self._strip = False
-
-    @classmethod
-    def _lazy(cls, key: KeyFields, line: bytes, strip: bool) -> Self:
-        event = cls.__new__(cls)
-        event._obj, event._key, event._line, event._strip = None, key, line, strip
-        return event
+    def __init__(
+        self,
+        obj: JSON | None,
+        _key: KeyFields | None = None,
+        _line: bytes | None = None,
+        _strip: bool = False,
+    ) -> None:
+        # The three private arguments are the watcher's lazy form (one call per event).
+        if obj is None and (_key is None or _line is None):
+            raise TypeError(f"{type(self).__name__} needs an object")
+        self._obj = obj
+        self._key = _key
+        self._line = _line
+        self._strip = _strip
 
     @property
     def obj(self) -> JSON:
@@ -577,7 +580,7 @@ class Watcher:
                         cls = Delete if kind == "DELETED" else Apply
                     if obj is None:
                         assert key is not None and line is not None
-                        yield cls._lazy(key, line, strip)
+                        yield cls(None, key, line, strip)
                     else:
                         if strip:
                             _strip(obj)
