@@ -7,9 +7,11 @@ import contextlib
 import uuid
 from typing import Any
 
+import msgspec
 import pytest
 
 import watchkeeper as wk
+from watchkeeper.client.auth import StaticToken
 
 # Every namespace of a real cluster also holds kube-root-ca.crt (created by the controller
 # manager shortly after the namespace): tests select their own objects by this label.
@@ -84,10 +86,8 @@ async def test_watcher_delivers_changes_and_resumes_without_relist(
     assert not [e for e in events if isinstance(e, wk.WatchError)]
 
 
-async def test_forbidden_is_surfaced_then_recovers_when_rbac_is_granted(
-    client: wk.Client, namespace: str
-) -> None:
-    sa = "wk-e2e-limited"
+async def service_account_client(client: wk.Client, namespace: str, sa: str) -> wk.Client:
+    """A client for a fresh service account with no rights (a TokenRequest token)."""
     await client.api("serviceaccounts", namespace=namespace).create(
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa}})
     resp = await client.transport.request(
@@ -95,16 +95,19 @@ async def test_forbidden_is_surfaced_then_recovers_when_rbac_is_granted(
         body=b'{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{}}',
         content_type="application/json",
     )
-    import msgspec
-
     token = msgspec.json.decode(resp.body)["status"]["token"]
-    from watchkeeper.client.auth import StaticToken
-
-    limited = wk.Client(wk.ClientConfig(
+    return wk.Client(wk.ClientConfig(
         server=client.config.server, ca_data=client.config.ca_data,
         insecure_skip_tls_verify=client.config.insecure_skip_tls_verify,
         tls_server_name=client.config.tls_server_name, auth=StaticToken(token),
     ))
+
+
+async def test_forbidden_is_surfaced_then_recovers_when_rbac_is_granted(
+    client: wk.Client, namespace: str
+) -> None:
+    sa = "wk-e2e-limited"
+    limited = await service_account_client(client, namespace, sa)
     async with limited:
         w = wk.watcher(limited.api("configmaps", namespace=namespace),
                        wk.WatchConfig(max_unhealthy=None), backoff=wk.ConstantBackoff(1))
@@ -176,3 +179,47 @@ async def test_controller_with_leader_election_reconciles(
     assert lease["spec"]["holderIdentity"] == elector.identity
     stop.set()
     await asyncio.wait_for(task, 30)
+
+
+async def test_streaming_initial_list_or_its_fallback(client: wk.Client, namespace: str) -> None:
+    """sendInitialEvents where the cluster has WatchList, a paginated LIST where it has not:
+    either way the same objects, then live changes."""
+    api = client.api("configmaps", namespace=namespace)
+    for i in range(3):
+        await api.create(cm(f"s{i}", namespace))
+    w = wk.watcher(api, wk.WatchConfig(initial_list="streaming", label_selector=MINE))
+    seen: list[wk.Event] = []
+    async with asyncio.timeout(60):
+        async for ev in w:
+            seen.append(ev)
+            if isinstance(ev, wk.InitDone):
+                await api.create(cm("live", namespace))
+            if isinstance(ev, wk.Apply) and ev.name == "live":
+                break
+    listed = [wk.meta.name(e.obj) for e in seen if isinstance(e, wk.InitApply)]
+    assert sorted(listed) == ["s0", "s1", "s2"]
+    assert not [e for e in seen if isinstance(e, wk.WatchError)]
+
+
+async def test_max_unhealthy_raises_after_the_threshold(client: wk.Client, namespace: str) -> None:
+    """A watch that can never work (no RBAC) raises WatcherUnhealthy at max_unhealthy, not
+    before, chained to the Forbidden it kept seeing."""
+    limited = await service_account_client(client, namespace, "wk-e2e-norights")
+    async with limited:
+        w = wk.watcher(limited.api("configmaps", namespace=namespace),
+                       wk.WatchConfig(max_unhealthy=6), backoff=wk.ConstantBackoff(1))
+        errors = 0
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            async with asyncio.timeout(60):
+                async for ev in w:
+                    errors += isinstance(ev, wk.WatchError)
+        except wk.WatcherUnhealthy as exc:
+            elapsed = loop.time() - started
+            assert isinstance(exc.__cause__, wk.Forbidden), exc.__cause__
+            assert "has not worked for 6 s" in str(exc)
+        else:
+            raise AssertionError("the watcher ended without WatcherUnhealthy")
+    assert 5.5 <= elapsed < 15, elapsed
+    assert 4 <= errors <= 9, errors  # one attempt a second, not a hot loop
