@@ -35,6 +35,18 @@ async def test_request_log_records_everything(apiserver: ApiServer, req,
     assert apiserver.connection_attempts >= 1
 
 
+async def test_request_log_limit_keeps_the_newest_requests() -> None:
+    with pytest.raises(ValueError, match="request_log_limit"):
+        ApiServer(request_log_limit=0)
+    async with ApiServer(request_log_limit=5) as srv, srv.client() as client:
+        api = client.api("configmaps", namespace="default")
+        for i in range(23):
+            await api.list(limit=i + 1)
+        limits = [r.query.get("limit") for r in srv.requests if r.is_list]
+        assert 5 <= len(srv.requests) < 10  # trimmed to 5 whenever it reaches 10
+        assert limits[-1] == "23" and limits == [str(n) for n in range(24 - len(limits), 24)]
+
+
 async def test_error_and_throttle_faults(apiserver: ApiServer, req) -> None:
     f = apiserver.faults.error(503, count=2, path_prefix="/api/v1/namespaces/default")
     for _ in range(2):

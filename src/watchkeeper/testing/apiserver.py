@@ -117,6 +117,7 @@ class ApiServer:
         default_watch_timeout: float | None = None,
         max_body_bytes: int = 3 * 1024 * 1024,
         namespaces: Iterable[str] = DEFAULT_NAMESPACES,
+        request_log_limit: int | None = None,
     ) -> None:
         """
         ``watch_list``: the WatchList feature gate (sendInitialEvents). ``bookmark_interval``:
@@ -126,7 +127,13 @@ class ApiServer:
         ``clock`` measures that age. ``too_large_rv_wait``: how long a request for a future
         resourceVersion waits before its 504. ``default_watch_timeout``: server-side watch
         timeout when the client sends no timeoutSeconds (None = unlimited).
+        ``request_log_limit``: keep only about this many of the newest ``requests`` (None =
+        all, for tests that count every request; ``watchkeeper sim`` keeps 100,000 so a
+        client stuck in a retry loop cannot grow it without bound).
         """
+        if request_log_limit is not None and request_log_limit < 1:
+            raise ValueError(f"request_log_limit must be >= 1 or None, got {request_log_limit}")
+        self.request_log_limit = request_log_limit
         self.host = host
         self._requested_port = port
         self.port = port
@@ -450,6 +457,9 @@ class ApiServer:
             verb=verb,
         )
         self.requests.append(rec)
+        limit = self.request_log_limit
+        if limit is not None and len(self.requests) >= 2 * limit:
+            del self.requests[:-limit]  # amortized: one trim per ``limit`` requests
         request[_http.RECORD] = rec
         try:
             resp = await self._serve_request(request, rec, route, verb)
@@ -631,6 +641,7 @@ async def run_simulator(
     **options: Any,
 ) -> None:
     """Run an ApiServer until cancelled (``watchkeeper sim``); writes a kubeconfig if asked."""
+    options.setdefault("request_log_limit", 100_000)
     srv = ApiServer(host=host, port=port, **options)
     if seed_objects:
         for obj in SEED_OBJECTS:
