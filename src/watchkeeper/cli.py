@@ -132,12 +132,15 @@ def watch(
 @click.option("--kubeconfig-out", type=click.Path(dir_okay=False), default=None,
               help="Write a kubeconfig for kubectl that points at the simulator.")
 @click.option("--empty", is_flag=True, help="Start without the sample objects.")
-def sim(port: int, kubeconfig_out: str | None, empty: bool) -> None:
+@click.option("--tls/--no-tls", default=True, show_default=True,
+              help="Serve HTTPS with a throw-away CA (written into the kubeconfig). kubectl "
+                   "sends no bearer token over plain HTTP, so --no-tls is for other clients.")
+def sim(port: int, kubeconfig_out: str | None, empty: bool, tls: bool) -> None:
     """Run the embedded API simulator on 127.0.0.1 until interrupted."""
     from watchkeeper.testing.apiserver import run_simulator
 
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run_simulator("127.0.0.1", port, kubeconfig_out, not empty))
+        asyncio.run(run_simulator("127.0.0.1", port, kubeconfig_out, not empty, tls=tls))
 
 
 @main.command("run")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import socket
 from pathlib import Path
 
 import aiohttp
+import pytest
 import yaml
 
 from watchkeeper.testing import ApiServer, run_simulator
@@ -36,7 +38,35 @@ async def test_run_simulator_serves_until_cancelled(tmp_path: Path) -> None:
             headers={"Authorization": f"Bearer {token}"},
         ) as r:
             body = await r.json()
-            assert [i["metadata"]["name"] for i in body["items"]] == ["demo-config"]
+            # the sample object, and the CA ConfigMap a cluster puts in every namespace
+            assert [i["metadata"]["name"] for i in body["items"]] == [
+                "demo-config", "kube-root-ca.crt"]
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
+async def test_sim_over_tls_serves_kubectl(tmp_path: Path) -> None:
+    """kubectl sends no bearer token over plain HTTP: `watchkeeper sim` serves TLS by default
+    and its kubeconfig carries the CA, so kubectl authenticates as the admin."""
+    port = free_port()
+    kc = tmp_path / "kubeconfig"
+    task = asyncio.create_task(run_simulator("127.0.0.1", port, str(kc), tls=True))
+    try:
+        for _ in range(100):
+            if kc.exists():
+                break
+            await asyncio.sleep(0.02)
+        proc = await asyncio.create_subprocess_exec(
+            "kubectl", "--kubeconfig", str(kc), "get", "configmaps", "-A", "-o", "name",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 0, err.decode()
+        names = out.decode().split()
+        assert names.count("configmap/kube-root-ca.crt") == 3  # default, kube-system, -public
+        assert "configmap/demo-config" in names
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -246,3 +246,15 @@ async def test_admin_refuse_with_duration(apiserver: ApiServer,
     await asyncio.sleep(0.35)
     async with aiohttp.ClientSession() as s, s.get(apiserver.url + "/version") as r:
         assert r.status == 200
+
+
+async def test_root_ca_configmaps_appear_in_every_namespace_like_on_a_cluster() -> None:
+    async with ApiServer(root_ca_configmaps=True, tls=True) as srv, srv.client() as client:
+        await client.api("namespaces").create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fresh"}})
+        for ns in ("default", "kube-system", "fresh"):
+            items = (await client.api("configmaps", namespace=ns).list()).items
+            assert [i["metadata"]["name"] for i in items] == ["kube-root-ca.crt"], ns
+            assert items[0]["data"]["ca.crt"].startswith("-----BEGIN CERTIFICATE-----")
+    async with ApiServer() as plain, plain.client() as client:  # off by default
+        assert (await client.api("configmaps", namespace="default").list()).items == []

@@ -92,6 +92,8 @@ class Registry:
         self.store = store
         self.wall_clock = wall_clock
         self.namespace_cleanup_delay = namespace_cleanup_delay
+        # What a cluster's controllers do when a namespace appears (ApiServer sets it).
+        self.on_namespace_created: Callable[[str], None] | None = None
         self._ns_tasks: set[asyncio.Task[None]] = set()
 
     def now(self) -> str:
@@ -214,6 +216,8 @@ class Registry:
         stored = self.store.insert(rt, obj)
         if new_types:
             self._crd_established(rt, stored, new_types)
+        if rt.key == ("", "namespaces") and self.on_namespace_created is not None:
+            self.on_namespace_created(name)
         return present(stored, rt)
 
     # ---- update ----------------------------------------------------------------------------

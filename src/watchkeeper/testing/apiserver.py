@@ -75,6 +75,12 @@ VERSION_INFO = {
     "platform": "linux/amd64",
 }
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public")
+ROOT_CA_DESCRIPTION = (
+    "Contains a CA bundle that can be used to verify the kube-apiserver when using internal "
+    "endpoints such as the internal service IP or kubernetes.default.svc. No other usage is "
+    "guaranteed across distributions of Kubernetes clusters."
+)
+ROOT_CA_PLACEHOLDER = "(plain-HTTP simulator: no CA)\n"
 _ERROR_TEXT = {
     500: ("InternalError", "Internal error occurred: injected fault"),
     502: (None, "bad gateway (injected fault)"),
@@ -118,6 +124,7 @@ class ApiServer:
         max_body_bytes: int = 3 * 1024 * 1024,
         namespaces: Iterable[str] = DEFAULT_NAMESPACES,
         request_log_limit: int | None = None,
+        root_ca_configmaps: bool = False,
     ) -> None:
         """
         ``watch_list``: the WatchList feature gate (sendInitialEvents). ``bookmark_interval``:
@@ -130,6 +137,9 @@ class ApiServer:
         ``request_log_limit``: keep only about this many of the newest ``requests`` (None =
         all, for tests that count every request; ``watchkeeper sim`` keeps 100,000 so a
         client stuck in a retry loop cannot grow it without bound).
+        ``root_ca_configmaps``: like a cluster's controller manager, put a ``kube-root-ca.crt``
+        ConfigMap in every namespace (``watchkeeper sim`` does; off by default so tests see
+        only the objects they made).
         """
         if request_log_limit is not None and request_log_limit < 1:
             raise ValueError(f"request_log_limit must be >= 1 or None, got {request_log_limit}")
@@ -140,6 +150,8 @@ class ApiServer:
         self.tls = tls
         self.store = ObjectStore(history_size=history_size, history_age=history_age, clock=clock)
         self.registry = Registry(self.store, wall_clock=wall_clock)
+        if root_ca_configmaps:
+            self.registry.on_namespace_created = self._publish_root_ca
         self.rbac = Rbac(PolicyObjects(self.store))
         self.tokens = ServiceAccountTokens(self.store, wall_clock)
         self.faults = Faults()
@@ -347,6 +359,18 @@ class ApiServer:
         return len(self.handlers.watches)
 
     # ---- users and clients -----------------------------------------------------------------
+
+    def _publish_root_ca(self, namespace: str) -> None:
+        """kube-controller-manager's root-ca-cert-publisher: every namespace gets the CA that
+        verifies this server (a placeholder without TLS), so a client that counts all
+        ConfigMaps of a namespace meets it here as it would on a cluster."""
+        ca = self._tls.ca_pem.decode() if self._tls is not None else ROOT_CA_PLACEHOLDER
+        self.registry.create(self.resource("v1", "configmaps"), namespace, {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "kube-root-ca.crt", "annotations": {
+                "kubernetes.io/description": ROOT_CA_DESCRIPTION}},
+            "data": {"ca.crt": ca},
+        }, manager="kube-controller-manager")
 
     def add_user(self, name: str, token: str | None = None, groups: Iterable[str] = ()) -> str:
         """Create a user with a bearer token (returned); grant it rights with ``rbac.grant`` or
@@ -642,6 +666,7 @@ async def run_simulator(
 ) -> None:
     """Run an ApiServer until cancelled (``watchkeeper sim``); writes a kubeconfig if asked."""
     options.setdefault("request_log_limit", 100_000)
+    options.setdefault("root_ca_configmaps", True)
     srv = ApiServer(host=host, port=port, **options)
     if seed_objects:
         for obj in SEED_OBJECTS:
