@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from watchkeeper.backoff import Backoff, DefaultBackoff
 from watchkeeper.client import Api, ApiError, BadRequest, ConnectionFailed, Gone, Invalid
-from watchkeeper.client.api import KeyFields, decode_line_object
+from watchkeeper.client.api import KeyFields, decode_line_object, key_fields
 from watchkeeper.client.errors import error_from_status
 
 __all__ = [
@@ -95,25 +95,23 @@ class _ObjectEvent:
             self._obj, self._line = obj, None
         return obj
 
-    def _meta(self, key: str) -> str:
-        fields = self._key
-        if fields is not None:
-            return str(getattr(fields, _WIRE[key]))
-        meta = self.obj.get("metadata")
-        value = meta.get(_WIRE[key]) if isinstance(meta, dict) else None
-        return value if isinstance(value, str) else ""
+    def _keys(self) -> KeyFields:
+        keys = self._key
+        if keys is None:
+            keys = self._key = key_fields(self.obj)
+        return keys
 
     @property
     def name(self) -> str:
-        return self._meta("name")
+        return self._keys().name
 
     @property
     def namespace(self) -> str:
-        return self._meta("namespace")
+        return self._keys().namespace
 
     @property
     def resource_version(self) -> str:
-        return self._meta("resource_version")
+        return self._keys().resourceVersion
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
@@ -127,8 +125,6 @@ class _ObjectEvent:
                     f"rv={self.resource_version}>)")
         return f"{type(self).__name__}(obj={self._obj!r})"
 
-
-_WIRE = {"name": "name", "namespace": "namespace", "resource_version": "resourceVersion"}
 
 
 class InitApply(_ObjectEvent):

@@ -6,7 +6,9 @@ import asyncio
 import contextlib
 import shutil
 import socket
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -22,15 +24,26 @@ def free_port() -> int:
         return port
 
 
-async def test_run_simulator_serves_until_cancelled(tmp_path: Path) -> None:
+@contextlib.asynccontextmanager
+async def simulator(tmp_path: Path, **options: Any) -> AsyncIterator[tuple[int, Path]]:
+    """``run_simulator`` in a task, until its kubeconfig is written: (port, kubeconfig)."""
     port = free_port()
     kc = tmp_path / "kubeconfig"
-    task = asyncio.create_task(run_simulator("127.0.0.1", port, str(kc), seed_objects=True))
+    task = asyncio.create_task(run_simulator("127.0.0.1", port, str(kc), **options))
     try:
         for _ in range(100):
             if kc.exists():
                 break
             await asyncio.sleep(0.02)
+        yield port, kc
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_run_simulator_serves_until_cancelled(tmp_path: Path) -> None:
+    async with simulator(tmp_path, seed_objects=True) as (port, kc):
         doc = yaml.safe_load(kc.read_bytes())
         token = doc["users"][0]["user"]["token"]
         async with aiohttp.ClientSession() as s, s.get(
@@ -41,24 +54,13 @@ async def test_run_simulator_serves_until_cancelled(tmp_path: Path) -> None:
             # the sample object, and the CA ConfigMap a cluster puts in every namespace
             assert [i["metadata"]["name"] for i in body["items"]] == [
                 "demo-config", "kube-root-ca.crt"]
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
 async def test_sim_over_tls_serves_kubectl(tmp_path: Path) -> None:
     """kubectl sends no bearer token over plain HTTP: `watchkeeper sim` serves TLS by default
     and its kubeconfig carries the CA, so kubectl authenticates as the admin."""
-    port = free_port()
-    kc = tmp_path / "kubeconfig"
-    task = asyncio.create_task(run_simulator("127.0.0.1", port, str(kc), tls=True))
-    try:
-        for _ in range(100):
-            if kc.exists():
-                break
-            await asyncio.sleep(0.02)
+    async with simulator(tmp_path, tls=True) as (_, kc):
         proc = await asyncio.create_subprocess_exec(
             "kubectl", "--kubeconfig", str(kc), "get", "configmaps", "-A", "-o", "name",
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
@@ -67,10 +69,6 @@ async def test_sim_over_tls_serves_kubectl(tmp_path: Path) -> None:
         names = out.decode().split()
         assert names.count("configmap/kube-root-ca.crt") == 3  # default, kube-system, -public
         assert "configmap/demo-config" in names
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def test_direct_object_helpers(apiserver: ApiServer) -> None:

@@ -122,13 +122,7 @@ class RawEvent:
     def _meta(self) -> KeyFields:
         key = self._key
         if key is None:
-            meta = self.object.get("metadata")
-            if not isinstance(meta, dict):
-                meta = {}
-            key = self._key = KeyFields(
-                _str(meta.get("name")), _str(meta.get("namespace")),
-                _str(meta.get("resourceVersion")),
-            )
+            key = self._key = key_fields(self.object)
         return key
 
     @property
@@ -149,6 +143,15 @@ class RawEvent:
 
 def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
+
+
+def key_fields(obj: JSON) -> KeyFields:
+    """The key fields of a decoded object (what a lazy stream reads without decoding it)."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return _NO_META
+    return KeyFields(_str(meta.get("name")), _str(meta.get("namespace")),
+                     _str(meta.get("resourceVersion")))
 
 
 def decode_line_object(line: bytes, path: str = "") -> JSON:

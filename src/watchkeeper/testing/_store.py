@@ -491,18 +491,11 @@ class ObjectStore:
                     break
                 newer += 1
             first = len(history) - newer
-            changes = itertools.islice(history, first, None)
-            if match is match_all:  # the common case, inlined: replays can be 100,000 long
-                key = sub.rt_key
-                sub.initial = [WatchEvent(ch.type, ch.obj, ch.rv) for ch in changes
-                               if ch.key == key and (namespace is None
-                                                     or ch.namespace == namespace)]
-            else:
-                translate, initial = sub.translate, sub.initial
-                for ch in changes:
-                    ev = translate(ch)
-                    if ev is not None:
-                        initial.append(ev)
+            translate, initial = sub.translate, sub.initial
+            for ch in itertools.islice(history, first, None):
+                ev = translate(ch)
+                if ev is not None:
+                    initial.append(ev)
         self._subs.add(sub)
         return sub
 

@@ -97,7 +97,8 @@ def human_duration(seconds: float) -> str:
     return f"{hours // 24 // 365}y"
 
 
-def _parse_time(value: Any) -> datetime | None:
+def parse_time(value: Any) -> datetime | None:
+    """An RFC 3339 timestamp as the API server writes it; None when absent or malformed."""
     if not isinstance(value, str) or not value:
         return None
     try:
@@ -109,7 +110,7 @@ def _parse_time(value: Any) -> datetime | None:
 
 def age(obj: Mapping[str, Any], now: datetime | None = None) -> str:
     """The Age cell of an object: time since creationTimestamp, "<unknown>" without one."""
-    created = _parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+    created = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
     if created is None:
         return "<unknown>"
     return human_duration(((now or datetime.now(UTC)) - created).total_seconds())

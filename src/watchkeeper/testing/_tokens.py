@@ -13,7 +13,6 @@ repr, a log line or the request log.
 from __future__ import annotations
 
 import base64
-import calendar
 import hashlib
 import json
 import math
@@ -27,6 +26,7 @@ from watchkeeper.testing import _status
 from watchkeeper.testing._rbac import User
 from watchkeeper.testing._registry import iso
 from watchkeeper.testing._store import JSON, ObjectStore, StoreError
+from watchkeeper.testing._table import parse_time
 
 GROUP = "authentication.k8s.io"
 API_VERSION = f"{GROUP}/v1"
@@ -56,13 +56,6 @@ def _digest(token: str) -> str:
 
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).decode().rstrip("=")
-
-
-def _parse_time(value: Any) -> float | None:
-    try:
-        return float(calendar.timegm(time.strptime(str(value), "%Y-%m-%dT%H:%M:%SZ")))
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True)
@@ -221,8 +214,7 @@ class ServiceAccountTokens:
         meta = (sa or {}).get("metadata") or {}
         if sa is None or str(meta.get("uid", "")) != issued.uid:
             return None
-        deleted = _parse_time(meta["deletionTimestamp"]) if meta.get("deletionTimestamp") \
-            else None
-        if deleted is not None and deleted < now - LEEWAY:
+        deleted = parse_time(meta.get("deletionTimestamp"))
+        if deleted is not None and deleted.timestamp() < now - LEEWAY:
             return None
         return sa_user(issued.namespace, issued.name)

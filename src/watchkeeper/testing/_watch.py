@@ -103,14 +103,13 @@ class WatchStream:
 
     # ---- writing, with stream faults -------------------------------------------------------
 
-    async def _line(self, line: JSON, count: bool = True) -> None:
+    def _encode(self, line: JSON) -> bytes:
+        render = self.opts.render
+        return encode(line if render is None else render(line))
+
+    async def _line(self, line: JSON) -> None:
         if not self.faults.any_active:  # the common case: no fault lookups per event
-            if self.watch.aborted:
-                raise _Aborted
-            await self.resp.write(encode(line if self.opts.render is None
-                                         else self.opts.render(line)))
-            if count:
-                self.watch.events_sent += 1
+            await self._flush([self._encode(line)])
             return
         await self._stall()
         if self.watch.aborted:
@@ -120,15 +119,14 @@ class WatchStream:
         if garbage is not None:
             data = garbage.data
             await self.resp.write(data if data.endswith(b"\n") else data + b"\n")
-        payload = encode(line if self.opts.render is None else self.opts.render(line))
+        payload = self._encode(line)
         if self.faults.take("truncate", info) is not None:
             await self.resp.write(payload[: max(1, len(payload) // 2)])
             await asyncio.sleep(0.01)  # let the half line leave before the reset
             self.watch.abort()
             raise _Aborted
         await self.resp.write(payload)
-        if count:
-            self.watch.events_sent += 1
+        self.watch.events_sent += 1
         self._maybe_reset()
 
     def _maybe_reset(self) -> None:
@@ -143,23 +141,24 @@ class WatchStream:
                and not self.watch.aborted and not self.stopping.is_set()):
             await self.faults.wait_change(0.2)
 
+    def _event_line(self, ev: WatchEvent) -> JSON:
+        return {"type": ev.type, "object": present(ev.object, self.rt)}
+
     async def _event(self, ev: WatchEvent) -> None:
-        await self._line({"type": ev.type, "object": present(ev.object, self.rt)})
+        await self._line(self._event_line(ev))
 
     async def _replay(self, events: list[WatchEvent]) -> None:
         """Send a replay (or initial state) as kube-apiserver does when it has more than
         it can flush: many events per write. Line by line, with faults, while any is set."""
         batch: list[bytes] = []
         size = 0
-        render = self.opts.render
         for ev in events:
             if self.faults.any_active:
                 await self._flush(batch)
                 batch, size = [], 0
                 await self._event(ev)
                 continue
-            line = {"type": ev.type, "object": present(ev.object, self.rt)}
-            data = encode(line if render is None else render(line))
+            data = self._encode(self._event_line(ev))
             batch.append(data)
             size += len(data)
             if size >= 64 * 1024:
