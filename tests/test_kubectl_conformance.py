@@ -277,3 +277,37 @@ async def test_forbidden_user_gets_403(kubectl: Kubectl) -> None:
     res = await kubectl("--token", token, "create", "-f",
                         kubectl.manifest("nope.yaml", configmap("nope", a="1")))
     assert res.rc != 0 and "Forbidden" in res.err
+
+
+async def test_unknown_fields_rejected_like_a_real_server(kubectl: Kubectl) -> None:
+    """kubectl's default --validate=strict sends fieldValidation=Strict (kubectl-logs/11): the
+    server answers 400 with the strict decoding error (reference 113), nothing is stored."""
+    srv = kubectl.srv
+    bad = {**configmap("typo", a="1"), "spec": {"x": 1}}
+    bad["metadata"] = {**bad["metadata"], "bogus": True}
+    res = await kubectl("create", "-f", kubectl.manifest("typo.yaml", bad))
+    assert res.rc == 1
+    assert ('Error from server (BadRequest): error when creating' in res.err
+            and 'ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding '
+            'error: unknown field "metadata.bogus", unknown field "spec"' in res.err), res.err
+    assert any(r.method == "POST" and r.query.get("fieldValidation") == "Strict"
+               for r in srv.requests), [(r.method, r.query) for r in srv.requests]
+    missing = await kubectl("get", "cm", "typo")
+    assert missing.rc != 0 and "NotFound" in missing.err
+    # --validate=warn: created without the unknown fields; kubectl prints the server's warnings
+    out = await kubectl("create", "--validate=warn", "-f", kubectl.manifest("typo.yaml", bad))
+    assert out.rc == 0 and "configmap/typo created" in out.out, out.err
+    assert 'Warning: unknown field "metadata.bogus"' in out.err
+    assert 'Warning: unknown field "spec"' in out.err
+    stored = srv.get_object("v1", "ConfigMap", "typo")
+    assert "spec" not in stored and "bogus" not in stored["metadata"]
+    # A custom resource: pruned against the CRD's schema, so Strict rejects spec.shape (149).
+    await kubectl.ok("apply", "-f", kubectl.manifest("crd.yaml", CRD))
+    widget = {"apiVersion": "example.com/v1", "kind": "Widget",
+              "metadata": {"name": "w"}, "spec": {"size": 1, "shape": "round"}}
+    res = await kubectl("create", "-f", kubectl.manifest("w.yaml", widget))
+    assert res.rc == 1 and ('Widget in version "v1" cannot be handled as a Widget: strict '
+                            'decoding error: unknown field "spec.shape"' in res.err), res.err
+    wrong = {**widget, "spec": {"size": "big"}}
+    res = await kubectl("create", "-f", kubectl.manifest("w.yaml", wrong))
+    assert res.rc == 1 and 'spec.size in body must be of type integer: "string"' in res.err

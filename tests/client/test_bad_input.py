@@ -278,7 +278,9 @@ async def test_strategic_merge_on_a_crd_is_415(srv: ApiServer, client: wk.Client
         "spec": {"group": "example.com", "scope": "Namespaced",
                  "names": {"plural": "widgets", "kind": "Widget"},
                  "versions": [{"name": "v1", "served": True, "storage": True,
-                               "schema": {"openAPIV3Schema": {"type": "object"}}}]}})
+                               "schema": {"openAPIV3Schema": {
+                                   "type": "object",
+                                   "x-kubernetes-preserve-unknown-fields": True}}}]}})
     api = client.api("widgets.example.com", namespace="default")
     await api.create({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}})
     with pytest.raises(wk.ApiError) as info:

@@ -99,7 +99,7 @@ async def world() -> Any:
 
 
 SIMPLE = [33, 34, 39, 40, 41, 57, 60, 68, 70, 73, 74, 76, 77, 78, 79, 80, 81, 82, 83, 84, 85,
-          86, 87, 88, 89, 90, 93, 94, 95, 96, 100, 101, 102, 107, 108, 109, 110, 120]
+          86, 87, 88, 89, 90, 92, 93, 94, 95, 96, 100, 101, 102, 107, 108, 109, 110, 120]
 
 
 @pytest.mark.parametrize("number", SIMPLE)
@@ -298,3 +298,112 @@ async def test_174_throttle_body(world: Any) -> None:
     assert status == 429 and body == ref["response"]["body"]
     assert headers["Content-Type"] == ref["response"]["headers"]["Content-Type"]
     assert headers["Retry-After"] == "10"
+
+
+# ---- field validation, dry run, generateName, 422 causes (090-092, 112-118, 147-149) ---------
+
+
+def warnings(headers: Any) -> list[str]:
+    return list(headers.getall("Warning", []))
+
+
+def ref_warnings(ref: dict[str, Any]) -> list[str]:
+    value = ref["response"]["headers"].get("Warning", [])
+    return [value] if isinstance(value, str) else list(value)
+
+
+async def test_090_091_all_causes_in_one_422(world: Any) -> None:
+    srv, session = world
+    for number in (90, 91):
+        ref = load(number)
+        status, body, headers = await replay(srv, session, ref)
+        assert_same_status(ref, status, body, headers)
+        assert body["details"] == ref["response"]["body"]["details"]
+
+
+async def test_112_unknown_fields_dropped_with_warnings(world: Any) -> None:
+    srv, session = world
+    ref = load(112)
+    want = ref["response"]["body"]
+    status, body, headers = await replay(srv, session, ref)
+    assert status == 201 and ctype(headers) == "application/json"
+    assert warnings(headers) == ref_warnings(ref)
+    assert set(body) == set(want) and body["data"] == want["data"]
+    assert set(body["metadata"]) == set(want["metadata"])
+    assert body["metadata"]["managedFields"][0]["fieldsV1"] == \
+        want["metadata"]["managedFields"][0]["fieldsV1"]
+    stored = srv.get_object("v1", "ConfigMap", "unknown-field", "errors")
+    assert "spec" not in stored and "bogus" not in stored["metadata"]
+
+
+async def test_113_114_strict_rejects_unknown_and_duplicate_fields(world: Any) -> None:
+    srv, session = world
+    for number in (113, 114):
+        ref = load(number)
+        status, body, headers = await replay(srv, session, ref)
+        assert_same_status(ref, status, body, headers)
+        assert warnings(headers) == []
+    for name in ("unknown-field-strict", "dup", "dup2"):
+        with pytest.raises(Exception, match="not found"):
+            srv.get_object("v1", "ConfigMap", name, "errors")
+
+
+async def test_115_duplicate_field_ignored_last_wins(world: Any) -> None:
+    srv, session = world
+    ref = load(115)
+    status, body, headers = await replay(srv, session, ref)
+    assert status == 201 and warnings(headers) == []
+    assert body["metadata"]["name"] == ref["response"]["body"]["metadata"]["name"] == "dup2"
+    # the same body under the default (Warn): created, and the duplicate is reported
+    status, body, headers = await replay(srv, session, ref, raw_query="",
+                                         body=ref["request"]["body"].replace("dup2", "dup3"))
+    assert status == 201 and body["metadata"]["name"] == "dup3"
+    assert warnings(headers) == ['299 - "duplicate field \\"metadata.name\\""']
+
+
+async def test_116_117_dry_run_creates_nothing(world: Any) -> None:
+    srv, session = world
+    ref = load(116)
+    want = ref["response"]["body"]
+    status, body, headers = await replay(srv, session, ref)
+    assert status == 201 and ctype(headers) == "application/json"
+    assert set(body["metadata"]) == set(want["metadata"])  # uid and time, no resourceVersion
+    assert body["data"] == want["data"]
+    ref = load(117)
+    status, body, headers = await replay(srv, session, ref)
+    assert_same_status(ref, status, body, headers)
+    assert body["details"] == ref["response"]["body"]["details"]
+
+
+async def test_118_generate_name(world: Any) -> None:
+    srv, session = world
+    ref = load(118)
+    want = ref["response"]["body"]
+    names = set()
+    for _ in range(3):
+        status, body, headers = await replay(srv, session, ref)
+        assert status == 201 and ctype(headers) == "application/json"
+        assert set(body) == set(want) and set(body["metadata"]) == set(want["metadata"])
+        assert re.fullmatch(r"gen-[bcdfghjklmnpqrstvwxz2456789]{5}", body["metadata"]["name"])
+        assert body["metadata"]["generateName"] == want["metadata"]["generateName"]
+        names.add(body["metadata"]["name"])
+    assert len(names) == 3
+
+
+async def test_147_to_149_custom_resource_schema(world: Any) -> None:
+    srv, session = world
+    status, _, _ = await replay(srv, session, load(136))
+    assert status == 201
+    ref = load(147)
+    status, body, headers = await replay(srv, session, ref)
+    assert_same_status(ref, status, body, headers)
+    assert body["details"] == ref["response"]["body"]["details"]
+    ref = load(148)
+    want = ref["response"]["body"]
+    status, body, headers = await replay(srv, session, ref)
+    assert status == 201 and warnings(headers) == ref_warnings(ref)
+    assert set(body) == set(want) and body["spec"] == want["spec"]
+    assert set(body["metadata"]) == set(want["metadata"])
+    ref = load(149)
+    status, body, headers = await replay(srv, session, ref)
+    assert_same_status(ref, status, body, headers)

@@ -21,7 +21,9 @@ def widget_crd(scope: str = "Namespaced") -> dict:
                            "shortNames": ["wd"]},
                  "versions": [{"name": "v1", "served": True, "storage": True,
                                "subresources": {"status": {}},
-                               "schema": {"openAPIV3Schema": {"type": "object"}}}]},
+                               "schema": {"openAPIV3Schema": {
+                                   "type": "object",
+                                   "x-kubernetes-preserve-unknown-fields": True}}}]},
     }
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from watchkeeper.testing import _http, _status
+from watchkeeper.testing import _http, _status, _validation
 from watchkeeper.testing._http import Route
 from watchkeeper.testing._registry import Registry, present
 from watchkeeper.testing._represent import (
@@ -122,6 +122,13 @@ def _int_param(q: Any, name: str) -> int:
             f'strconv.ParseInt: parsing "{raw}": invalid syntax')) from None
 
 
+def _warned(resp: web.Response, check: _validation.FieldCheck) -> web.Response:
+    """Add one ``Warning`` header per field problem fieldValidation=Warn found (112, 148)."""
+    for value in check.headers():
+        resp.headers.add("Warning", value)
+    return resp
+
+
 # Serves a subresource that is no stored object (e.g. serviceaccounts/token):
 # (request, route, namespace, verb) -> response; StoreErrors become Status responses.
 SubresourceHandler = Callable[[web.Request, Route, str, str], Awaitable[web.StreamResponse]]
@@ -200,14 +207,18 @@ class Handlers:
             if verb in ("list", "watch"):
                 return await self._collection(request, rt, ns or None, verb == "watch", route)
             if verb == "create":
-                body = await self._body(request, rt, patch=False)
-                obj = self.registry.create(rt, ns, body, manager=manager, dry_run=dry_run)
-                return _http.json_response(obj, 201)
+                check = self._field_check(q, "CreateOptions")
+                body = await self._body(request, rt, check)
+                obj = self.registry.create(rt, ns, body, manager=manager, dry_run=dry_run,
+                                           check=check)
+                return _warned(_http.json_response(obj, 201), check)
             if verb == "update":
-                body = await self._body(request, rt, patch=False)
+                check = self._field_check(q, "UpdateOptions")
+                body = await self._body(request, rt, check)
                 obj = self.registry.update(rt, ns, route.name, body, manager=manager,
-                                           subresource=route.subresource, dry_run=dry_run)
-                return _http.json_response(obj)
+                                           subresource=route.subresource, dry_run=dry_run,
+                                           check=check)
+                return _warned(_http.json_response(obj), check)
             if verb == "patch":
                 return await self._patch(request, rt, ns, route, dry_run)
             if verb == "delete":
@@ -218,9 +229,23 @@ class Handlers:
             return _http.error_response(exc)
         return _http.status_response(_status.method_not_allowed())
 
-    async def _body(self, request: web.Request, rt: ResourceType, patch: bool) -> Any:
+    @staticmethod
+    def _field_check(q: Any, options: str, causes: list[JSON] | None = None
+                     ) -> _validation.FieldCheck:
+        """The request's fieldValidation (default Warn); 422 on {options} for a bad value."""
+        value = q.get("fieldValidation")
+        causes = (causes or []) + _validation.directive_causes(value)
+        if causes:
+            raise StoreError(_status.invalid_options(options, causes))
+        return _validation.FieldCheck(directive=value or "Warn")
+
+    async def _body(self, request: web.Request, rt: ResourceType,
+                    check: _validation.FieldCheck) -> Any:
         raw = await self.read_body(request)
-        return _http.decode_write_body(request, raw, rt.kind)
+        body = _http.decode_write_body(request, raw, rt.kind)
+        if check.directive != "Ignore" and _http.media_type(request) != "application/yaml":
+            check.duplicates = _validation.duplicate_fields(raw)
+        return body
 
     async def read_body(self, request: web.Request) -> bytes:
         """The request body, refusing more than ``max_body_bytes`` with a 413 Status."""
@@ -350,16 +375,20 @@ class Handlers:
         ptype, body = _http.decode_patch_body(request, raw, rt.kind, rt.is_custom)
         q = request.query
         manager = request[_http.MANAGER]
+        causes: list[JSON] = []
         if ptype == "apply":
             if not q.get("fieldManager"):
-                raise StoreError(_status.invalid_options("PatchOptions", [_status.cause(
+                causes.append(_status.cause(
                     "FieldValueRequired", "Required value: is required for apply patch",
-                    "fieldManager")]))
-            manager = q["fieldManager"]
+                    "fieldManager"))
+            manager = q.get("fieldManager", "")
+        check = self._field_check(q, "PatchOptions", causes)
+        if check.directive != "Ignore" and ptype != "apply":
+            check.duplicates = _validation.duplicate_fields(raw)
         obj, code = self.registry.patch(
             rt, ns, route.name, ptype, body, manager=manager, subresource=route.subresource,
-            force=q.get("force", "") in _http.TRUE, dry_run=dry_run)
-        return _http.json_response(obj, code)
+            force=q.get("force", "") in _http.TRUE, dry_run=dry_run, check=check)
+        return _warned(_http.json_response(obj, code), check)
 
     async def _delete(
         self, request: web.Request, rt: ResourceType, ns: str, name: str, dry_run: bool

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from watchkeeper.testing import _fields, _patch, _status
+from watchkeeper.testing import _fields, _metavalid, _patch, _status, _validation
 from watchkeeper.testing._resources import CRD_GROUP, CRDError, crd_types
 from watchkeeper.testing._store import (
     JSON,
@@ -28,6 +28,7 @@ from watchkeeper.testing._store import (
     StoreError,
     obj_key,
 )
+from watchkeeper.testing._validation import FieldCheck
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -121,19 +122,47 @@ class Registry:
                 f"({version}.{kind}) to ({internal}.{rt.kind}): unknown conversion"))
         return copy.deepcopy(body)
 
-    def _validate_name(self, rt: ResourceType, name: str) -> None:
+    def _schema(self, rt: ResourceType) -> JSON | None:
+        """A custom resource's openAPIV3Schema, read from its CRD (None for built-ins)."""
+        if not rt.is_custom:
+            return None
+        crds = self.store.lookup(CRD_GROUP, "v1", "customresourcedefinitions")
+        crd = None if crds is None else self.store.peek(crds, "", f"{rt.plural}.{rt.group}")
+        return _validation.crd_schema(crd, rt.version)
+
+    def _decode(self, rt: ResourceType, obj: JSON, check: FieldCheck | None,
+                whole_body: bool) -> None:
+        """Drop unknown fields (in place) and report them as ``check`` asks (112-115, 148)."""
+        unknown = _validation.drop_unknown(rt, obj, self._schema(rt))
+        if check is not None:
+            check.report(rt, unknown, whole_body)
+
+    def _validate(self, rt: ResourceType, obj: JSON, name: str | None) -> None:
+        """422 Invalid with every cause at once, in the apiserver's order (files 090, 091,
+        147): the name (on create, ``name`` not None), labels and annotations, data keys,
+        then a custom resource's schema."""
+        causes = [] if name is None else self._name_causes(rt, name)
+        causes += _metavalid.metadata_causes(obj) + _metavalid.data_causes(rt, obj)
+        if rt.is_custom:
+            causes += _validation.schema_causes(obj, self._schema(rt))
+        if causes:
+            if name is None:
+                name = str(_meta(obj).get("name") or "")
+            raise StoreError(_status.invalid(rt.kind, rt.group if rt.is_custom else "", name,
+                                             causes))
+
+    def _name_causes(self, rt: ResourceType, name: str) -> list[JSON]:
         if not name:
-            raise StoreError(_status.invalid(rt.kind, rt.group if rt.is_custom else "", "", [
-                _status.cause("FieldValueRequired",
-                              "Required value: name or generateName is required",
-                              "metadata.name")]))
+            return [_status.cause("FieldValueRequired",
+                                  "Required value: name or generateName is required",
+                                  "metadata.name")]
         label = rt.plural in _DNS_LABEL_PLURALS
         ok = (_LABEL if label else _SUBDOMAIN).fullmatch(name) and len(name) <= (63 if label
                                                                              else 253)
         if not ok:
             msg = f'Invalid value: "{name}": ' + (_LABEL_MSG if label else _SUBDOMAIN_MSG)
-            raise StoreError(_status.invalid(rt.kind, rt.group if rt.is_custom else "", name, [
-                _status.cause("FieldValueInvalid", msg, "metadata.name")]))
+            return [_status.cause("FieldValueInvalid", msg, "metadata.name")]
+        return []
 
     def _check_namespace(self, rt: ResourceType, namespace: str, obj: JSON, name: str) -> None:
         meta = _meta(obj)
@@ -173,15 +202,16 @@ class Registry:
         manager: str,
         dry_run: bool = False,
         managed: bool = True,
+        check: FieldCheck | None = None,
     ) -> JSON:
         """POST: a new object (201). ``managed=False`` when managedFields are already set."""
         obj = self._check_body(rt, body)
+        self._decode(rt, obj, check, whole_body=True)
         meta = _meta(obj)
         name = meta.get("name") or ""
         if not name and meta.get("generateName"):
             name = str(meta["generateName"]) + "".join(random.choices(_GEN_ALPHABET, k=5))
         self._check_namespace(rt, namespace, obj, name)
-        self._validate_name(rt, name)
         self._namespace_usable(rt, namespace, name)
         obj["kind"], obj["apiVersion"] = rt.kind, rt.group_version
         for k in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds",
@@ -196,6 +226,7 @@ class Registry:
             meta["generation"] = 1
         if rt.has_status and rt.key != ("", "namespaces"):
             obj.pop("status", None)
+        self._validate(rt, obj, name)
         if rt.key == ("", "namespaces"):
             meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = name
             obj["spec"] = {"finalizers": ["kubernetes"]}
@@ -232,9 +263,11 @@ class Registry:
         manager: str,
         subresource: str = "",
         dry_run: bool = False,
+        check: FieldCheck | None = None,
     ) -> JSON:
         """PUT on an object or its /status (no create-on-update: 404 like file 109)."""
         obj = self._check_body(rt, body)
+        self._decode(rt, obj, check, whole_body=True)
         body_name = _meta(obj).get("name")
         if body_name and body_name != name:
             raise StoreError(_status.bad_request(
@@ -309,6 +342,7 @@ class Registry:
         if expected_rv and expected_rv != old_meta.get("resourceVersion"):
             raise StoreError(_status.conflict(rt.plural, rt.group, old_meta["name"],
                                               _status.STALE))
+        self._validate(rt, new, None)
         if _comparable(new) == _comparable(old) or dry_run:
             return present(new if dry_run else old, rt)
         ns, name = obj_key(old)
@@ -336,11 +370,13 @@ class Registry:
         subresource: str = "",
         force: bool = False,
         dry_run: bool = False,
+        check: FieldCheck | None = None,
     ) -> tuple[JSON, int]:
         """PATCH of any supported type; returns (object, HTTP status: 200, or 201 for apply)."""
         if patch_type == "apply":
             return self._apply(rt, namespace, name, body, manager=manager,
-                               subresource=subresource, force=force, dry_run=dry_run)
+                               subresource=subresource, force=force, dry_run=dry_run,
+                               check=check)
         old = self.store.get(rt, namespace, name)
         try:
             if patch_type == "json":
@@ -356,6 +392,8 @@ class Registry:
         if not isinstance(new, dict):
             raise StoreError(_status.bad_request("the patch did not produce an object"))
         self._check_patched(rt, namespace, name, new)
+        new = copy.deepcopy(new)
+        self._decode(rt, new, check, whole_body=False)
         expected = str(_meta(new).get("resourceVersion") or "")
         return self._commit(rt, old, new, manager=manager, subresource=subresource,
                             expected_rv=expected, dry_run=dry_run), 200
@@ -382,8 +420,10 @@ class Registry:
         subresource: str,
         force: bool,
         dry_run: bool,
+        check: FieldCheck | None = None,
     ) -> tuple[JSON, int]:
         config = self._check_body(rt, config)
+        self._decode(rt, config, check, whole_body=False)
         cmeta = _meta(config)
         if cmeta.get("name") and cmeta["name"] != name:
             raise StoreError(_status.bad_request(
