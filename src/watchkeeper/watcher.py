@@ -514,9 +514,6 @@ class Watcher:
         counts = health.events
         delivered = False
         in_initial = initial
-        if initial:
-            self.health.relists += 1
-            yield InitStart()
         stable: asyncio.TimerHandle | None = None
         try:
             async with self.api.watch(
@@ -530,7 +527,13 @@ class Watcher:
                 metadata_only=cfg.metadata_only,
                 lazy=lazy,
             ) as stream:
-                if not initial:
+                if initial:
+                    # Announced only once the server accepted the streaming list: a server
+                    # without WatchList refuses it (422) and the paginated fallback then
+                    # starts the one list there is, so it is counted and announced once.
+                    health.relists += 1
+                    yield InitStart()
+                else:
                     # A watch that stays open is progress even on a quiet resource: without
                     # this, the backoff would keep growing after an outage until an event came.
                     stable = asyncio.get_running_loop().call_later(

@@ -425,6 +425,9 @@ async def test_streaming_falls_back_to_paginated_list_when_unsupported() -> None
         await rec.stop()
         assert srv.count(is_list=True) == 1
         assert rec.errors() == []
+        # The refused streaming attempt is neither announced nor counted as a list.
+        assert len(rec.of(wk.InitStart)) == 1
+        assert rec.watch.health.relists == 1
 
 
 async def test_paginated_list_uses_page_size(srv: ApiServer, client: wk.Client) -> None:
