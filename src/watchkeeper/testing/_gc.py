@@ -117,12 +117,12 @@ class GarbageCollector:
                 by_uid: dict[str, tuple[ResourceType, JSON]]) -> set[str]:
         """Delete ``obj`` or trim its owner references; the Foreground owners it blocks."""
         meta = obj["metadata"]
-        refs: list[Any] = list(meta.get("ownerReferences") or [])
+        refs: list[Any] = [r for r in meta.get("ownerReferences") or [] if isinstance(r, dict)]
         keep: list[Any] = []
         doomed_by: list[str] = []  # foreground owners waiting for this object
         solid = orphaned = False
         for ref in refs:
-            uid = str(ref.get("uid") if isinstance(ref, dict) else "")
+            uid = str(ref.get("uid"))
             owner = by_uid.get(uid)
             if owner is None:
                 continue  # dangling: the owner is gone
