@@ -4,7 +4,8 @@
   apply, and carries an ownerReference to the Widget, so changing or deleting the child
   re-triggers the parent.
 - A finalizer deletes the ConfigMap before the Widget goes (clusters without the garbage
-  collector, like the simulator, need that; on real clusters it also shows the pattern).
+  collector, like `ApiServer(garbage_collector=False)`, need that; elsewhere it shows the
+  pattern).
 - `status.phase` and `status.observedGeneration` report progress.
 
 Run it: `watchkeeper run examples/widget_operator.py:setup` (kubeconfig from the usual

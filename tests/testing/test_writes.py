@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import aiohttp
 
 from watchkeeper.testing import ApiServer
@@ -259,20 +261,29 @@ async def test_finalizer_lifecycle(apiserver: ApiServer, req,
     status, _, _ = await req("GET", f"{CMS}/held")
     assert status == 404
     events = [await w.next() for _ in range(4)]
-    assert [e["type"] for e in events] == ["ADDED", "MODIFIED", "MODIFIED", "DELETED"]  # type: ignore[index]
-    assert events[3]["object"]["metadata"]["finalizers"] == ["example.com/f"]  # type: ignore[index]
+    assert [e["type"] for e in events] == ["ADDED", "MODIFIED", "MODIFIED", "DELETED"]
+    assert events[3]["object"]["metadata"]["finalizers"] == ["example.com/f"]
     w.close()
 
 
-async def test_propagation_policies(apiserver: ApiServer, req) -> None:
-    apiserver.create_object(cm("fg"))
-    apiserver.create_object(cm("orph"))
-    status, body, _ = await req("DELETE", f"{CMS}/fg", json={"propagationPolicy": "Foreground"})
-    assert status == 200 and body["metadata"]["finalizers"] == ["foregroundDeletion"]
-    status, body, _ = await req("DELETE", f"{CMS}/orph", params={"propagationPolicy": "Orphan"})
-    assert body["metadata"]["finalizers"] == ["orphan"]
-    status, body, _ = await req("DELETE", f"{CMS}/orph", json={"propagationPolicy": "Background"})
-    assert status == 200 and body["metadata"]["finalizers"] == ["orphan"]
+async def test_propagation_policies(session: aiohttp.ClientSession) -> None:
+    # Without a garbage collector (like the reference's run 1) the finalizers stay; with one
+    # (the default) they go within milliseconds, which would race the third DELETE.
+    async with ApiServer(garbage_collector=False) as srv:
+        srv.create_object(cm("fg"))
+        srv.create_object(cm("orph"))
+        headers = {"Authorization": f"Bearer {srv.token()}"}
+
+        async def delete(name: str, **kw: Any) -> tuple[int, Any]:
+            async with session.delete(f"{srv.url}{CMS}/{name}", headers=headers, **kw) as r:
+                return r.status, await r.json()
+
+        status, body = await delete("fg", json={"propagationPolicy": "Foreground"})
+        assert status == 200 and body["metadata"]["finalizers"] == ["foregroundDeletion"]
+        status, body = await delete("orph", params={"propagationPolicy": "Orphan"})
+        assert body["metadata"]["finalizers"] == ["orphan"]
+        status, body = await delete("orph", json={"propagationPolicy": "Background"})
+        assert status == 200 and body["metadata"]["finalizers"] == ["orphan"]
 
 
 async def test_namespace_deletion(apiserver: ApiServer, req) -> None:

@@ -15,6 +15,7 @@ The model (documented simplification of structured-merge-diff):
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,13 +157,35 @@ def entries_of(obj: JSON | None) -> list[Entry]:
     return out
 
 
+def _element_keys(fields: JSON, obj: JSON, dots: bool) -> JSON:
+    """Name the elements of metadata's associative lists as the apiserver does: finalizers
+    are a set ("v:" keys, file 156), ownerReferences a list keyed by uid ("k:", file 172)."""
+    meta_fields = fields.get("f:metadata")
+    meta = obj.get("metadata") or {}
+    if not isinstance(meta_fields, dict):
+        return fields
+    elements = {
+        "f:finalizers": [f"v:{json.dumps(f)}" for f in meta.get("finalizers") or []],
+        "f:ownerReferences": [
+            "k:" + json.dumps({"uid": r.get("uid")}, separators=(",", ":"))
+            for r in meta.get("ownerReferences") or [] if isinstance(r, dict)],
+    }
+    for name, keys in elements.items():
+        if meta_fields.get(name) == {} and keys:
+            meta_fields[name] = _sorted({**({".": {}} if dots else {}),
+                                         **{k: {} for k in keys}})
+    return fields
+
+
 def _store_entries(obj: JSON, entries: list[Entry], custom: bool) -> None:
     present = leaves(obj)
     kept = []
     for e in entries:
         e.fields &= present
         if e.fields:
-            kept.append(e.to_json(custom))
+            entry = e.to_json(custom)
+            _element_keys(entry["fieldsV1"], obj, e.operation == "Update")
+            kept.append(entry)
     meta = obj.setdefault("metadata", {})
     if kept:
         meta["managedFields"] = kept

@@ -417,10 +417,11 @@ class Handlers:
             match = matcher(q.get("labelSelector", ""), q.get("fieldSelector", ""), rt.plural)
         except SelectorError as exc:
             raise StoreError(_status.bad_request(str(exc))) from None
+        listed_at = self.store.rv  # the list the deletions came from (file 123)
         gone = self.registry.delete_collection(rt, ns, match, dry_run=dry_run)
         items = [list_item(rt, i) for i in gone]
         return _http.json_response({"kind": rt.list_kind, "apiVersion": rt.group_version,
-                                    "metadata": {"resourceVersion": str(self.store.rv)},
+                                    "metadata": {"resourceVersion": str(listed_at)},
                                     "items": items})
 
     # ---- server-side control ---------------------------------------------------------------

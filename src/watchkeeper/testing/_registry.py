@@ -3,7 +3,8 @@
 Create/update/patch/delete with validation, uid/timestamps/generation, the status
 subresource split (files 142, 143), finalizers and graceful deletion (157-166), dry runs,
 managedFields, and the side effects of CRDs (serving new types, cleaning up on delete) and
-namespaces (terminating, then emptied and removed).
+namespaces (terminating, then emptied, given the controller's conditions and removed:
+168-171). Owner references are the garbage collector's business (_gc, 172-173).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from watchkeeper.testing import _fields, _metavalid, _patch, _status, _validation
+from watchkeeper.testing import _fields, _metavalid, _namespaces, _patch, _status, _validation
+from watchkeeper.testing._gc import FOREGROUND, ORPHAN, GarbageCollector
 from watchkeeper.testing._resources import CRD_GROUP, CRDError, crd_types
 from watchkeeper.testing._store import (
     JSON,
@@ -95,6 +97,8 @@ class Registry:
         self.namespace_cleanup_delay = namespace_cleanup_delay
         # What a cluster's controllers do when a namespace appears (ApiServer sets it).
         self.on_namespace_created: Callable[[str], None] | None = None
+        # The garbage collector (ApiServer sets it): told when owners may have gone.
+        self.gc: GarbageCollector | None = None
         self._ns_tasks: set[asyncio.Task[None]] = set()
 
     def now(self) -> str:
@@ -227,16 +231,20 @@ class Registry:
         if rt.has_status and rt.key != ("", "namespaces"):
             obj.pop("status", None)
         self._validate(rt, obj, name)
-        if rt.key == ("", "namespaces"):
+        is_ns = rt.key == ("", "namespaces")
+        if is_ns:  # a default: owned by the creator (file 168)
             meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = name
-            obj["spec"] = {"finalizers": ["kubernetes"]}
-            obj["status"] = {"phase": "Active"}
+            obj.pop("spec", None)
+            obj.pop("status", None)
         new_types: list[ResourceType] = []
         if rt.key == (CRD_GROUP, "customresourcedefinitions"):
             new_types = self._crd_prepare(obj)
         if managed:
             _fields.record_update(None, obj, manager=manager, api_version=rt.group_version,
                                   now=meta["creationTimestamp"], custom=rt.is_custom)
+        if is_ns:  # set by the strategy after field tracking: nobody owns these (file 168)
+            obj["spec"] = {"finalizers": ["kubernetes"]}
+            obj["status"] = {"phase": "Active"}
         meta["resourceVersion"] = ""  # reserves its place in the key order; set by the store
         obj = _order_meta(obj)
         if dry_run:
@@ -245,6 +253,8 @@ class Registry:
         if self.store.peek(rt, meta.get("namespace", ""), name) is not None:
             raise StoreError(_status.already_exists(rt.plural, rt.group, name))
         stored = self.store.insert(rt, obj)
+        if meta.get("ownerReferences"):
+            self._gc_notice()
         if new_types:
             self._crd_established(rt, stored, new_types)
         if rt.key == ("", "namespaces") and self.on_namespace_created is not None:
@@ -329,9 +339,11 @@ class Registry:
                 quoted = ", ".join(f'"{f}"' for f in added)
                 msg = ("Forbidden: no new finalizers can be added if the object is being "
                        f"deleted, found new finalizers []string{{{quoted}}}")
+                cause = _status.cause("FieldValueForbidden", msg, "metadata.finalizers")
+                # kube-apiserver 1.28 lists this cause twice (file 159)
                 raise StoreError(_status.invalid(
                     rt.kind, rt.group if rt.is_custom else "", old_meta["name"],
-                    [_status.cause("FieldValueForbidden", msg, "metadata.finalizers")]))
+                    [cause, dict(cause)]))
         if rt.has_generation and _spec_part(new) != _spec_part(old):
             new_meta["generation"] = int(old_meta.get("generation") or 0) + 1
         if not fields_done:
@@ -352,6 +364,8 @@ class Registry:
             self._after_removal(rt, old)
             return present(new, rt)
         stored = self.store.replace(rt, new, expected_rv)
+        if new_meta.get("ownerReferences") != old_meta.get("ownerReferences"):
+            self._gc_notice()
         if rt.key == (CRD_GROUP, "customresourcedefinitions"):
             self._crd_sync(stored)
         return present(stored, rt)
@@ -481,7 +495,7 @@ class Registry:
         if meta.get("deletionTimestamp"):
             return present(old, rt)
         finalizers = list(meta.get("finalizers") or [])
-        extra = {"Foreground": "foregroundDeletion", "Orphan": "orphan"}.get(propagation)
+        extra = {"Foreground": FOREGROUND, "Orphan": ORPHAN}.get(propagation)
         if extra and extra not in finalizers:
             finalizers.append(extra)
         is_ns = rt.key == ("", "namespaces")
@@ -510,6 +524,8 @@ class Registry:
             self._crd_delete(stored)
         elif is_ns:
             self._schedule_namespace_cleanup(name)
+        if extra:
+            self._gc_notice()
         return present(stored, rt)
 
     def delete_collection(
@@ -528,7 +544,12 @@ class Registry:
             gone.append(obj)
         return gone
 
+    def _gc_notice(self) -> None:
+        if self.gc is not None:
+            self.gc.notice()
+
     def _after_removal(self, rt: ResourceType, old: JSON) -> None:
+        self._gc_notice()
         if rt.key == ("", "namespaces"):
             return
         if rt.key == (CRD_GROUP, "customresourcedefinitions"):
@@ -608,6 +629,7 @@ class Registry:
         crd_rt = self.store.lookup(CRD_GROUP, "v1", "customresourcedefinitions")
         if crd_rt is not None:
             self.store.remove(crd_rt, "", crd["metadata"]["name"])
+        self._gc_notice()  # dependents of the custom resources
 
     # ---- namespaces ------------------------------------------------------------------------
 
@@ -632,23 +654,41 @@ class Registry:
         ns = self.store.peek(self.ns_type(), "", name)
         if ns is None:
             return True
-        left = 0
+        remaining: dict[str, int] = {}
+        finalizers: dict[str, int] = {}
         for rt in {t.key: t for t in self.store.types.values() if t.namespaced}.values():
             for obj in self.store.objects(rt, name):
-                left += 1
+                oname = obj["metadata"]["name"]
                 if not (obj.get("metadata") or {}).get("deletionTimestamp"):
                     with contextlib.suppress(StoreError):
-                        self.delete(rt, name, obj["metadata"]["name"])
-                    if self.store.peek(rt, name, obj["metadata"]["name"]) is None:
-                        left -= 1
-        if left:
+                        self.delete(rt, name, oname)
+                left = self.store.peek(rt, name, oname)
+                if left is None:
+                    continue
+                res = f"{rt.plural}.{rt.group}"
+                remaining[res] = remaining.get(res, 0) + 1
+                for f in (left.get("metadata") or {}).get("finalizers") or []:
+                    finalizers[f] = finalizers.get(f, 0) + 1
+        ns = self.store.peek(self.ns_type(), "", name)
+        if ns is None:
+            return True
+        previous = (ns.get("status") or {}).get("conditions")
+        now = self.now()
+        conditions = _namespaces.deletion_conditions(now, remaining, finalizers, previous)
+        if not _namespaces.same_conditions(previous, conditions):
+            # the controller's status write comes first (file 171: MODIFIED, then DELETED)
+            self.store.replace(self.ns_type(), _namespaces.with_conditions(ns, conditions, now))
+        if remaining:
             return False
         self.store.remove(self.ns_type(), "", name)
+        self._gc_notice()
         return True
 
     def cancel_background(self) -> None:
         for task in list(self._ns_tasks):
             task.cancel()
+        if self.gc is not None:
+            self.gc.cancel()
 
 
 _META_ORDER = ("name", "generateName", "namespace", "uid", "resourceVersion", "generation",

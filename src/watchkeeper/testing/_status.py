@@ -102,7 +102,8 @@ def cause(reason: str, message: str, field: str) -> JSON:
 
 def invalid(kind: str, group: str, name: str, causes: list[JSON]) -> JSON:
     """422 Invalid; ``causes`` carry ``field`` and a message starting with the error type."""
-    parts = [f"{c['field']}: {c['message']}" for c in causes]
+    # one line per distinct cause: the apiserver's aggregate error drops repeats (file 159)
+    parts = list(dict.fromkeys(f"{c['field']}: {c['message']}" for c in causes))
     joined = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
     qkind = f"{kind}.{group}" if group else kind
     return status(

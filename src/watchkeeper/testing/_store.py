@@ -284,6 +284,10 @@ class ObjectStore:
         keys = sorted(k for k in objs if namespace is None or k[0] == namespace)
         return [copy.deepcopy(objs[k]) for k in keys]
 
+    def every(self) -> list[tuple[Key, JSON]]:
+        """Every stored object itself (no copies; callers must not mutate them)."""
+        return [(key, obj) for key, objs in self._objects.items() for obj in objs.values()]
+
     def _snapshot(self, key: Key, rv: int) -> dict[ObjKey, JSON]:
         """The objects of one resource as they were at ``rv``, rebuilt by undoing history."""
         if rv < self.history_start:

@@ -46,6 +46,7 @@ from aiohttp import web
 from watchkeeper.client.auth import StaticToken
 from watchkeeper.client.config import ClientConfig
 from watchkeeper.testing import _http, _status
+from watchkeeper.testing._gc import GarbageCollector
 from watchkeeper.testing._handlers import HandlerOptions, Handlers
 from watchkeeper.testing._http import Route, parse_path, verb_of
 from watchkeeper.testing._nonresource import serve_document
@@ -125,6 +126,8 @@ class ApiServer:
         namespaces: Iterable[str] = DEFAULT_NAMESPACES,
         request_log_limit: int | None = None,
         root_ca_configmaps: bool = False,
+        garbage_collector: bool = True,
+        namespace_cleanup_delay: float = 0.05,
     ) -> None:
         """
         ``watch_list``: the WatchList feature gate (sendInitialEvents). ``bookmark_interval``:
@@ -140,6 +143,11 @@ class ApiServer:
         ``root_ca_configmaps``: like a cluster's controller manager, put a ``kube-root-ca.crt``
         ConfigMap in every namespace (``watchkeeper sim`` does; off by default so tests see
         only the objects they made).
+        ``garbage_collector``: run kube-controller-manager's garbage collector (dependents of
+        deleted owners go; Foreground/Orphan deletions finish); False is a cluster without
+        one, where those finalizers stay (reference run 1). ``namespace_cleanup_delay``:
+        seconds before the namespace controller empties and removes a deleted namespace
+        (a real one took ~5 s; tests want it prompt).
         """
         if request_log_limit is not None and request_log_limit < 1:
             raise ValueError(f"request_log_limit must be >= 1 or None, got {request_log_limit}")
@@ -149,7 +157,10 @@ class ApiServer:
         self.port = port
         self.tls = tls
         self.store = ObjectStore(history_size=history_size, history_age=history_age, clock=clock)
-        self.registry = Registry(self.store, wall_clock=wall_clock)
+        self.registry = Registry(self.store, wall_clock=wall_clock,
+                                 namespace_cleanup_delay=namespace_cleanup_delay)
+        if garbage_collector:
+            self.registry.gc = GarbageCollector(self.registry)
         if root_ca_configmaps:
             self.registry.on_namespace_created = self._publish_root_ca
         self.rbac = Rbac(PolicyObjects(self.store))
