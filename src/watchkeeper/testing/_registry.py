@@ -42,6 +42,8 @@ _LABEL_MSG = (
     "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
 )
 _DNS_LABEL_PLURALS = {"namespaces", "services"}
+# RBAC names are path segments (ValidateRBACName): "system:basic-user" is valid
+_PATH_SEGMENT_GROUPS = {"rbac.authorization.k8s.io"}
 _GEN_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _KEEP_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
               "generation", "name", "namespace")
@@ -127,6 +129,14 @@ class Registry:
                 _status.cause("FieldValueRequired",
                               "Required value: name or generateName is required",
                               "metadata.name")]))
+        if rt.group in _PATH_SEGMENT_GROUPS and not rt.is_custom:
+            bad = next((m for bad, m in ((name in (".", ".."), f"may not be '{name}'"),
+                                         ("/" in name, "may not contain '/'"),
+                                         ("%" in name, "may not contain '%'")) if bad), None)
+            if bad is not None:
+                raise StoreError(_status.invalid(rt.kind, rt.group, name, [_status.cause(
+                    "FieldValueInvalid", f'Invalid value: "{name}": {bad}', "metadata.name")]))
+            return
         label = rt.plural in _DNS_LABEL_PLURALS
         ok = (_LABEL if label else _SUBDOMAIN).fullmatch(name) and len(name) <= (63 if label
                                                                              else 253)

@@ -10,6 +10,9 @@ from watchkeeper.testing._store import ResourceType
 JSON = dict[str, Any]
 
 _RO = ("get", "list", "watch")
+AUTHN_GROUP = "authentication.k8s.io"
+AUTHZ_GROUP = "authorization.k8s.io"
+_CREATE_ONLY = ("create",)
 # Namespaces have no deletecollection (file 004): DELETE /api/v1/namespaces is a 405.
 _NAMESPACE_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 
@@ -69,6 +72,17 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     _rt("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
     _rt("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
     _rt("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+    # the review APIs: create-only, nothing stored (see _reviews.py); TokenReview is not served
+    _rt(AUTHN_GROUP, "v1", "selfsubjectreviews", "SelfSubjectReview", False,
+        verbs=_CREATE_ONLY),
+    _rt(AUTHZ_GROUP, "v1", "localsubjectaccessreviews", "LocalSubjectAccessReview",
+        verbs=_CREATE_ONLY),
+    _rt(AUTHZ_GROUP, "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False,
+        verbs=_CREATE_ONLY),
+    _rt(AUTHZ_GROUP, "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", False,
+        verbs=_CREATE_ONLY),
+    _rt(AUTHZ_GROUP, "v1", "subjectaccessreviews", "SubjectAccessReview", False,
+        verbs=_CREATE_ONLY),
 )
 
 CRD_GROUP = "apiextensions.k8s.io"
