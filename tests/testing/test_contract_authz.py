@@ -279,6 +279,32 @@ async def test_rules_review_lists_the_callers_rules(world: Any) -> None:
     assert not any("configmaps" in r["resources"] for r in body["status"]["resourceRules"])
 
 
+async def test_subject_access_reviews_ask_for_someone_else(world: Any) -> None:
+    srv, session = world
+    attrs = {"namespace": "errors", "verb": "list", "resource": "configmaps"}
+    sar = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+    status, body, _ = await call(srv, session, "POST", sar, body={"spec": {
+        "resourceAttributes": attrs, "user": "anyone", "groups": ["system:masters"]}})
+    assert status == 201 and body["status"] == {"allowed": True}
+    assert body["spec"]["user"] == "anyone" and body["kind"] == "SubjectAccessReview"
+    status, body, _ = await call(srv, session, "POST", sar, body={"spec": {
+        "resourceAttributes": attrs, "user": "limited"}})
+    assert status == 201 and body["status"] == {"allowed": False}
+    status, body, _ = await call(srv, session, "POST", sar,
+                                 body={"spec": {"resourceAttributes": attrs}})
+    assert status == 422 and body["reason"] == "Invalid"
+    assert (await call(srv, session, "POST", sar, user="limited", body={"spec": {
+        "resourceAttributes": attrs, "user": "limited"}}))[0] == 403  # not for everyone
+    lsar = "/apis/authorization.k8s.io/v1/namespaces/errors/localsubjectaccessreviews"
+    status, body, _ = await call(srv, session, "POST", lsar, body={"spec": {
+        "resourceAttributes": attrs, "groups": ["system:masters"]}})
+    assert status == 201 and body["status"]["allowed"] is True
+    assert body["metadata"]["namespace"] == "errors"
+    status, body, _ = await call(srv, session, "POST", lsar, body={"spec": {
+        "resourceAttributes": {**attrs, "namespace": "other"}, "user": "x"}})
+    assert status == 422
+
+
 # ---- 429 (174-176) --------------------------------------------------------------------------
 
 
@@ -451,3 +477,64 @@ async def test_kubectl_auth_can_i_whoami_and_as(tmp_path: Path) -> None:
                                    "edit", "admin", "cluster-admin", "--no-headers")
         assert rc == 0 and [line.split()[0] for line in out.strip().splitlines()] == [
             "view", "edit", "admin", "cluster-admin"]
+        rc, out, err = await kubectl(srv, tmp_path, "admin", "get",
+                                     "prioritylevelconfigurations.v1beta2.flowcontrol."
+                                     "apiserver.k8s.io", "exempt", "-o", "name")
+        assert rc == 0 and out.strip().endswith("/exempt")
+        assert "Warning: flowcontrol.apiserver.k8s.io/v1beta2 PriorityLevelConfiguration is " \
+            "deprecated in v1.26+, unavailable in v1.29+" in err
+
+
+# ---- 135: deprecated API versions -----------------------------------------------------------
+
+
+async def test_135_deprecated_builtin_version_warns(world: Any) -> None:
+    srv, session = world
+    ref = load(135)
+    want = ref["response"]
+    status, body, headers = await call(srv, session, "GET", ref["request"]["path"])
+    assert status == want["status"] == 200 and ctype(headers) == ctype(want["headers"])
+    assert headers.getall("Warning") == [want["headers"]["Warning"]]
+    wbody = want["body"]
+    assert list(body) == list(wbody) and body["spec"] == wbody["spec"]
+    assert body["status"] == wbody["status"] == {}
+    assert body["metadata"]["annotations"] == wbody["metadata"]["annotations"]
+    assert body["metadata"]["generation"] == wbody["metadata"]["generation"]
+    (entry,), (want_entry,) = body["metadata"]["managedFields"], wbody["metadata"][
+        "managedFields"]
+    for key in ("manager", "operation", "apiVersion", "fieldsV1"):
+        assert entry[key] == want_entry[key], key
+    status, _, headers = await call(srv, session, "GET", ref["request"]["path"].replace(
+        "v1beta2", "v1beta3"))
+    assert status == 200 and "Warning" not in headers
+    status, _, headers = await call(srv, session, "GET", ref["request"]["path"],
+                                    user="limited")
+    assert status == 403 and "Warning" not in headers  # only once authorized
+
+
+async def test_deprecated_crd_version_warns_on_requests_and_watches(world: Any) -> None:
+    srv, session = world
+    versions = [{"name": name, "served": True, "storage": name == "v1",
+                 "schema": {"openAPIV3Schema": {"type": "object",
+                                                "x-kubernetes-preserve-unknown-fields": True}}}
+                for name in ("v1", "v1alpha1", "v1beta1")]
+    versions[1]["deprecated"] = True
+    versions[2] |= {"deprecated": True, "deprecationWarning": "use v1, \"please\""}
+    srv.create_object({"apiVersion": "apiextensions.k8s.io/v1",
+                       "kind": "CustomResourceDefinition",
+                       "metadata": {"name": "widgets.example.com"},
+                       "spec": {"group": "example.com", "scope": "Namespaced",
+                                "names": {"plural": "widgets", "kind": "Widget"},
+                                "versions": versions}})
+    base = "/apis/example.com/{}/namespaces/errors/widgets"
+    _, _, headers = await call(srv, session, "GET", base.format("v1alpha1"))
+    assert headers.getall("Warning") == ['299 - "example.com/v1alpha1 Widget is deprecated"']
+    _, _, headers = await call(srv, session, "GET", base.format("v1beta1"))
+    assert headers.getall("Warning") == ['299 - "use v1, \\"please\\""']
+    _, _, headers = await call(srv, session, "GET", base.format("v1"))
+    assert "Warning" not in headers
+    async with session.get(srv.url + base.format("v1alpha1") + "?watch=1&timeoutSeconds=1",
+                           headers={"Authorization": f"Bearer {srv.token()}"}) as resp:
+        assert resp.status == 200
+        assert resp.headers.getall("Warning") == [
+            '299 - "example.com/v1alpha1 Widget is deprecated"']

@@ -1,4 +1,5 @@
-"""The default ClusterRoles and ClusterRoleBindings a 1.28 apiserver reconciles at start.
+"""The default ClusterRoles and ClusterRoleBindings (and APF objects) a 1.28 apiserver
+reconciles at start.
 
 kube-apiserver's RBAC bootstrap policy makes discovery, /version and the self-reviews open
 through ordinary stored objects (system:discovery, system:public-info-viewer,
@@ -169,6 +170,32 @@ CLUSTER_ROLE_BINDINGS: tuple[JSON, ...] = (
 )
 
 
-def bootstrap_objects() -> tuple[JSON, ...]:
-    """Every default policy object, roles before bindings (as the reconciler writes them)."""
-    return CLUSTER_ROLES + CLUSTER_ROLE_BINDINGS
+APF_V1BETA3 = "flowcontrol.apiserver.k8s.io/v1beta3"
+APF_MANAGER = "api-priority-and-fairness-config-producer-v1"
+APF_AUTOUPDATE = {"apf.kubernetes.io/autoupdate-spec": "true"}
+_EVERYTHING = {
+    "subjects": [{"kind": "Group", "group": {"name": "system:masters"}}],
+    "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"],
+                       "clusterScope": True, "namespaces": ["*"]}],
+    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+}
+# The mandatory "exempt" priority level and flow schema (system:masters is never queued): the
+# objects file 135 reads. The other default levels are left out, since their v1beta2 and
+# v1beta3 shapes differ and the simulator does not convert between versions.
+APF_OBJECTS: tuple[JSON, ...] = (
+    {"apiVersion": APF_V1BETA3, "kind": "PriorityLevelConfiguration",
+     "metadata": {"name": "exempt", "annotations": dict(APF_AUTOUPDATE)},
+     "spec": {"type": "Exempt",
+              "exempt": {"nominalConcurrencyShares": 0, "lendablePercent": 0}}},
+    {"apiVersion": APF_V1BETA3, "kind": "FlowSchema",
+     "metadata": {"name": "exempt", "annotations": dict(APF_AUTOUPDATE)},
+     "spec": {"priorityLevelConfiguration": {"name": "exempt"}, "matchingPrecedence": 1,
+              "rules": [_EVERYTHING]}},
+)
+
+
+def bootstrap_objects() -> tuple[tuple[JSON, str], ...]:
+    """Every default object with the manager that writes it: policy roles before bindings
+    (as the RBAC reconciler writes them), then the APF configuration."""
+    return (*((o, MANAGER) for o in CLUSTER_ROLES + CLUSTER_ROLE_BINDINGS),
+            *((o, APF_MANAGER) for o in APF_OBJECTS))

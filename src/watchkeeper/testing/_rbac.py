@@ -87,6 +87,7 @@ def _tuple(values: Iterable[str] | str) -> tuple[str, ...]:
 # ---- RBAC from API objects (rbac.authorization.k8s.io/v1) ---------------------------------
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
+RBAC_PLURALS = ("roles", "rolebindings", "clusterroles", "clusterrolebindings")
 SA_PREFIX = "system:serviceaccount:"
 
 
@@ -323,12 +324,14 @@ class PolicyObjects:
     def __init__(self, store: ObjectStore) -> None:
         self.store = store
         self._snapshot = PolicySnapshot()
-        self._seen: tuple[int, int] | None = None
+        self._seen: tuple[int, ...] | None = None
 
     def snapshot(self) -> PolicySnapshot:
-        # The store's resourceVersion moves on every write (and clear() compacts), so an
-        # unchanged pair means unchanged RBAC objects: reads never re-parse anything.
-        seen = (self.store.rv, self.store.history_start)
+        # Every write to an RBAC resource moves its changed_at (and clear() counts), so an
+        # unchanged tuple means unchanged RBAC objects: other writes and all reads never
+        # re-parse anything.
+        changed = self.store.changed_at
+        seen = (*(changed.get((RBAC_GROUP, p), 0) for p in RBAC_PLURALS), self.store.clears)
         if seen != self._seen:
             self._snapshot = self._read()
             self._seen = seen

@@ -42,6 +42,9 @@ _LABEL_MSG = (
     "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
 )
 _DNS_LABEL_PLURALS = {"namespaces", "services"}
+# types whose status is a struct the apiserver always encodes: a new one shows "status": {} (135)
+_EMPTY_STATUS_ON_CREATE = {("flowcontrol.apiserver.k8s.io", "flowschemas"),
+                           ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations")}
 # RBAC names are path segments (ValidateRBACName): "system:basic-user" is valid
 _PATH_SEGMENT_GROUPS = {"rbac.authorization.k8s.io"}
 _GEN_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -216,6 +219,8 @@ class Registry:
         if managed:
             _fields.record_update(None, obj, manager=manager, api_version=rt.group_version,
                                   now=meta["creationTimestamp"], custom=rt.is_custom)
+        if rt.key in _EMPTY_STATUS_ON_CREATE:
+            obj["status"] = {}  # after managedFields: an empty struct is owned by nobody
         meta["resourceVersion"] = ""  # reserves its place in the key order; set by the store
         obj = _order_meta(obj)
         if dry_run:

@@ -47,8 +47,8 @@ from aiohttp import web
 from watchkeeper.client.auth import StaticToken
 from watchkeeper.client.config import ClientConfig
 from watchkeeper.testing import _http, _status
-from watchkeeper.testing._bootstrap import MANAGER as POLICY_MANAGER
 from watchkeeper.testing._bootstrap import bootstrap_objects
+from watchkeeper.testing._deprecation import DEPRECATION, add_warning, deprecation_warning
 from watchkeeper.testing._handlers import HandlerOptions, Handlers
 from watchkeeper.testing._http import Route, parse_path, verb_of
 from watchkeeper.testing._impersonation import ImpersonationError, impersonation, requested
@@ -216,6 +216,7 @@ class ApiServer:
         self._stopping = asyncio.Event()
         self.handlers.stopping = self._stopping
         app = web.Application(client_max_size=self.handlers.opts.max_body_bytes + 1)
+        app.on_response_prepare.append(add_warning)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self._runner.setup()
@@ -349,13 +350,13 @@ class ApiServer:
     # ---- control ---------------------------------------------------------------------------
 
     def reconcile_policy(self) -> None:
-        """Create the default ClusterRoles/ClusterRoleBindings that are missing (done at
-        construction and on every restart, as kube-apiserver's RBAC bootstrap does; see
-        _bootstrap.py). Ones present are left as they are."""
-        for obj in bootstrap_objects():
+        """Create the default ClusterRoles/ClusterRoleBindings and APF objects that are
+        missing (done at construction and on every restart, as kube-apiserver's bootstrap
+        controllers do; see _bootstrap.py). Ones present are left as they are."""
+        for obj, manager in bootstrap_objects():
             rt = self.resource(obj["apiVersion"], obj["kind"])
             if self.store.peek(rt, "", obj["metadata"]["name"]) is None:
-                self.registry.create(rt, "", copy.deepcopy(obj), manager=POLICY_MANAGER)
+                self.registry.create(rt, "", copy.deepcopy(obj), manager=manager)
 
     def compact(self) -> None:
         """Drop the change history now: every older resourceVersion becomes 410 Gone."""
@@ -571,6 +572,10 @@ class ApiServer:
         decision = self.rbac.authorize(attrs)
         if not decision.allowed:
             return _http.status_response(self.rbac.forbidden(attrs, decision.reason))
+        rt = self.store.lookup(route.group, route.version, route.resource)
+        warning = deprecation_warning(self.store, rt) if rt is not None else None
+        if warning is not None:
+            request[DEPRECATION] = warning
         ua = request.headers.get("User-Agent", "")
         request[_http.MANAGER] = request.query.get("fieldManager") or ua.split("/")[0] or "unknown"
         return await self.handlers.serve(request, route, verb, request[_http.MANAGER], info)
