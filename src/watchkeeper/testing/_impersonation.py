@@ -39,7 +39,13 @@ class Impersonation:
 
 
 class ImpersonationError(ValueError):
-    """Impersonate-Group/-Uid/-Extra without Impersonate-User (the apiserver's 500)."""
+    """Impersonate-Group/-Uid/-Extra without Impersonate-User: the apiserver's 400, whose
+    message prints the requests as Go prints a []v1.ObjectReference."""
+
+
+def _reference(kind: str, name: str, api_version: str = "", field_path: str = "") -> str:
+    # v1.ObjectReference{Kind, Namespace, Name, UID, APIVersion, ResourceVersion, FieldPath}
+    return "{" + " ".join((kind, "", name, "", api_version, "", field_path)) + "}"
 
 
 def requested(headers: CIMultiDictProxy[str]) -> bool:
@@ -57,8 +63,12 @@ def impersonation(headers: CIMultiDictProxy[str], actor: User) -> Impersonation:
         if key.startswith(EXTRA_PREFIX):
             extra[unquote(key[len(EXTRA_PREFIX):])] = tuple(headers.getall(key))
     if not name:
-        raise ImpersonationError("requested impersonation of groups, uid or extra fields "
-                                 "without impersonating a user")
+        refs = [_reference("Group", g) for g in groups]
+        refs += [_reference("UserExtra", v, f"{AUTHN_GROUP}/v1", k)
+                 for k, values in extra.items() for v in values]
+        if uid:
+            refs.append(_reference("UID", uid, f"{AUTHN_GROUP}/v1"))
+        raise ImpersonationError(f"requested [{' '.join(refs)}] without impersonating a user")
     checks: list[Attributes] = []
     resulting = list(groups)
     if name.startswith(SA_PREFIX) and name.count(":") == 3:

@@ -550,8 +550,7 @@ class ApiServer:
             try:
                 acting = impersonation(request.headers, user)
             except ImpersonationError as exc:
-                return _http.text_response(
-                    f'Internal Server Error: "{request.path}": {exc}', 500)
+                return _http.status_response(_status.bad_request(str(exc)))
             for check in acting.checks:
                 decision = self.rbac.authorize(check)
                 if not decision.allowed:
