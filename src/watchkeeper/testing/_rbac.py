@@ -4,7 +4,10 @@ Two sources of permissions, either of which may allow a request: rules granted f
 straight to a user or group name (``Rbac.grant``), and the Role, RoleBinding, ClusterRole and
 ClusterRoleBinding objects stored through the API, evaluated like kube-apiserver's RBAC
 authorizer on every request. Decisions and the 403 wording match the real authorizer
-(files 076-080, 056) so clients can be tested against permission changes.
+(files 076-080, 056) so clients can be tested against permission changes. Besides members of
+system:masters, nobody is allowed anything the stored objects do not grant: discovery and
+/version are open only through the default ClusterRoles the server stores at start
+(_bootstrap.py).
 """
 
 from __future__ import annotations
@@ -20,10 +23,8 @@ from watchkeeper.testing._store import ObjectStore
 
 ANONYMOUS = "system:anonymous"
 MASTERS = "system:masters"
-# Non-resource paths every caller may read (system:public-info-viewer) ...
-PUBLIC_PATHS = ("/version", "/healthz", "/readyz", "/livez")
-# ... and those every authenticated user may read (system:discovery, system:basic-user).
-DISCOVERY_PATHS = ("/api", "/apis", "/openapi", "/version", "/healthz", "/readyz", "/livez")
+AUTHENTICATED = "system:authenticated"
+UNAUTHENTICATED = "system:unauthenticated"
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class User:
     name: str
     groups: tuple[str, ...] = ()
     token: str | None = field(default=None, repr=False)
+    uid: str = ""
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,7 @@ def _tuple(values: Iterable[str] | str) -> tuple[str, ...]:
 # ---- RBAC from API objects (rbac.authorization.k8s.io/v1) ---------------------------------
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
+RBAC_PLURALS = ("roles", "rolebindings", "clusterroles", "clusterrolebindings")
 SA_PREFIX = "system:serviceaccount:"
 
 
@@ -175,6 +178,12 @@ class Subject:
             return bool(ns) and user.name == f"{SA_PREFIX}{ns}:{self.name}"
         return False
 
+    def describe(self, binding_namespace: str) -> str:
+        """describeSubject: a ServiceAccount is shown as "name/namespace"."""
+        if self.kind == "ServiceAccount":
+            return f'{self.kind} "{self.name}/{self.namespace or binding_namespace}"'
+        return f'{self.kind} "{self.name}"'
+
 
 @dataclass(frozen=True)
 class Binding:
@@ -184,6 +193,7 @@ class Binding:
     role_kind: str
     role_name: str
     subjects: tuple[Subject, ...]
+    name: str = ""
 
     @classmethod
     def parse(cls, obj: JSON) -> Binding:
@@ -193,10 +203,22 @@ class Binding:
                                  _text(s.get("namespace")))
                          for s in (raw if isinstance(raw, list) else ()) if isinstance(s, dict))
         return cls(_meta(obj, "namespace"), _text(ref.get("kind")), _text(ref.get("name")),
-                   subjects)
+                   subjects, _meta(obj, "name"))
+
+    def subject_for(self, user: User) -> Subject | None:
+        """The first subject naming ``user`` (appliesTo), None when none does."""
+        return next((s for s in self.subjects if s.applies_to(user, self.namespace)), None)
 
     def applies_to(self, user: User) -> bool:
-        return any(s.applies_to(user, self.namespace) for s in self.subjects)
+        return self.subject_for(user) is not None
+
+    def describe(self, subject: Subject) -> str:
+        """The source named in an allow reason, as the real binding describers print it."""
+        if self.namespace:
+            return (f'RoleBinding "{self.name}/{self.namespace}" of {self.role_kind} '
+                    f'"{self.role_name}" to {subject.describe(self.namespace)}')
+        return (f'ClusterRoleBinding "{self.name}" of {self.role_kind} "{self.role_name}" '
+                f'to {subject.describe("")}')
 
 
 @dataclass(frozen=True)
@@ -223,22 +245,24 @@ class PolicySnapshot:
             return f'{what}.{RBAC_GROUP} "{binding.role_name}" not found'
         return rules
 
-    def visit(self, user: User, namespace: str) -> Iterator[tuple[PolicyRule, ...] | str]:
+    def visit(self, user: User, namespace: str
+              ) -> Iterator[tuple[str, tuple[PolicyRule, ...] | str]]:
         """VisitRulesFor: ClusterRoleBindings, then (for a namespaced request) the
-        RoleBindings of that namespace, yielding the rules of each that applies to ``user``."""
-        for binding in self.cluster_bindings:
-            if binding.applies_to(user):
-                yield self.role_rules(binding)
-        if namespace:
-            for binding in self.bindings.get(namespace, ()):
-                if binding.applies_to(user):
-                    yield self.role_rules(binding)
+        RoleBindings of that namespace, yielding (source, rules) for each that applies to
+        ``user``; the source is the binding as an allow reason names it."""
+        for binding in (*self.cluster_bindings,
+                        *(self.bindings.get(namespace, ()) if namespace else ())):
+            subject = binding.subject_for(user)
+            if subject is not None:
+                yield binding.describe(subject), self.role_rules(binding)
 
 
 @dataclass(frozen=True)
 class Decision:
     allowed: bool
-    reason: str = ""  # "RBAC: ..." resolution errors, appended to a 403's message
+    # allowed: "RBAC: allowed by ..." (what a SubjectAccessReview reports); denied: "RBAC: ..."
+    # resolution errors, appended to a 403's message
+    reason: str = ""
 
 
 def _aggregate(errors: list[str]) -> str:
@@ -247,18 +271,67 @@ def _aggregate(errors: list[str]) -> str:
     return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
 
 
+def _selector_matches(selector: Any, labels: dict[str, Any]) -> bool:
+    """A metav1.LabelSelector (matchLabels, matchExpressions) against an object's labels; an
+    empty selector matches everything, as in the aggregation controller."""
+    sel = _object(selector)
+    if any(labels.get(k) != v for k, v in _object(sel.get("matchLabels")).items()):
+        return False
+    for expr in sel.get("matchExpressions") or ():
+        e = _object(expr)
+        key, op, values = _text(e.get("key")), _text(e.get("operator")), _strings(e.get("values"))
+        present = key in labels
+        if (op == "In" and not (present and labels[key] in values)) \
+                or (op == "NotIn" and present and labels[key] in values) \
+                or (op == "Exists" and not present) or (op == "DoesNotExist" and present):
+            return False
+    return True
+
+
+def _aggregated(objs: list[JSON]) -> dict[str, tuple[PolicyRule, ...]]:
+    """ClusterRole rules by name, with aggregated roles (``aggregationRule``: admin, edit,
+    view and any a user makes) holding the union of the roles their selectors pick, as the
+    clusterrole-aggregation controller keeps them; worked out here on every policy change,
+    so a role labelled ``rbac.authorization.k8s.io/aggregate-to-view`` extends view at once."""
+    by_name = {_meta(o, "name"): o for o in objs}
+    done: dict[str, tuple[PolicyRule, ...]] = {}
+
+    def rules_of(name: str, seen: frozenset[str]) -> tuple[PolicyRule, ...]:
+        if name in done:
+            return done[name]
+        obj = by_name[name]
+        agg = obj.get("aggregationRule")
+        if not isinstance(agg, dict):
+            done[name] = _rules(obj)
+            return done[name]
+        selectors = agg.get("clusterRoleSelectors")
+        union: dict[PolicyRule, None] = {}
+        for other in sorted(by_name):
+            labels = _object(_object(by_name[other].get("metadata")).get("labels"))
+            if other in seen or other == name or not any(
+                    _selector_matches(s, labels) for s in (selectors or ())):
+                continue
+            union.update(dict.fromkeys(rules_of(other, seen | {name})))
+        done[name] = tuple(union)
+        return done[name]
+
+    return {name: rules_of(name, frozenset()) for name in by_name}
+
+
 class PolicyObjects:
     """The authorizer's view of the RBAC objects in a store, re-read after every write."""
 
     def __init__(self, store: ObjectStore) -> None:
         self.store = store
         self._snapshot = PolicySnapshot()
-        self._seen: tuple[int, int] | None = None
+        self._seen: tuple[int, ...] | None = None
 
     def snapshot(self) -> PolicySnapshot:
-        # The store's resourceVersion moves on every write (and clear() compacts), so an
-        # unchanged pair means unchanged RBAC objects: reads never re-parse anything.
-        seen = (self.store.rv, self.store.history_start)
+        # Every write to an RBAC resource moves its changed_at (and clear() counts), so an
+        # unchanged tuple means unchanged RBAC objects: other writes and all reads never
+        # re-parse anything.
+        changed = self.store.changed_at
+        seen = (*(changed.get((RBAC_GROUP, p), 0) for p in RBAC_PLURALS), self.store.clears)
         if seen != self._seen:
             self._snapshot = self._read()
             self._seen = seen
@@ -278,19 +351,31 @@ class PolicyObjects:
             bindings={ns: tuple(bs) for ns, bs in bindings.items()},
             roles={(_meta(o, "namespace"), _meta(o, "name")): _rules(o)
                    for o in self._objects("roles")},
-            cluster_roles={_meta(o, "name"): _rules(o) for o in self._objects("clusterroles")},
+            cluster_roles=_aggregated(self._objects("clusterroles")),
         )
 
     def authorize(self, a: Attributes) -> Decision:
         """RBACAuthorizer.Authorize: allowed by the first matching rule; otherwise denied with
         the resolution errors met on the way (e.g. a binding to a missing Role)."""
         errors: list[str] = []
-        for rules in self.snapshot().visit(a.user, a.namespace):
+        for source, rules in self.snapshot().visit(a.user, a.namespace):
             if isinstance(rules, str):
                 errors.append(rules)
             elif any(rule.allows(a) for rule in rules):
-                return Decision(True)
+                return Decision(True, f"RBAC: allowed by {source}")
         return Decision(False, f"RBAC: {_aggregate(errors)}" if errors else "")
+
+    def rules_for(self, user: User, namespace: str) -> tuple[list[PolicyRule], list[str]]:
+        """RulesFor (what a SelfSubjectRulesReview lists): every rule that applies to
+        ``user`` in ``namespace``, and the resolution errors met."""
+        rules: list[PolicyRule] = []
+        errors: list[str] = []
+        for _, found in self.snapshot().visit(user, namespace):
+            if isinstance(found, str):
+                errors.append(found)
+            else:
+                rules.extend(found)
+        return rules, errors
 
 
 class Rbac:
@@ -312,8 +397,10 @@ class Rbac:
         if old is not None and old.token:
             self._tokens.pop(old.token, None)
         token = token or f"{name}-{secrets.token_hex(12)}"
-        all_groups = tuple(dict.fromkeys([*groups, "system:authenticated"]))
-        self.users[name] = User(name, all_groups, token)
+        all_groups = tuple(dict.fromkeys([*groups, AUTHENTICATED]))
+        # a static token file names a uid for every user; the reference pack's are
+        # "<name>-uid" (133)
+        self.users[name] = User(name, all_groups, token, f"{name}-uid")
         self._tokens[token] = name
         return token
 
@@ -328,7 +415,7 @@ class Rbac:
 
     @staticmethod
     def anonymous() -> User:
-        return User(ANONYMOUS, ("system:unauthenticated",))
+        return User(ANONYMOUS, (UNAUTHENTICATED,))
 
     # ---- rules -----------------------------------------------------------------------------
 
@@ -381,18 +468,29 @@ class Rbac:
     # ---- decisions -------------------------------------------------------------------------
 
     def authorize(self, a: Attributes) -> Decision:
-        """system:masters, the public paths, Python grants, then the RBAC objects."""
+        """system:masters (the apiserver's privileged-group authorizer), Python grants, then
+        the RBAC objects. Discovery and /version are open only through the bootstrap
+        ClusterRoles stored at start (system:discovery, system:public-info-viewer), as on a
+        cluster."""
         if MASTERS in a.user.groups:
             return Decision(True)
-        if not a.is_resource:
-            public = PUBLIC_PATHS if a.user.name == ANONYMOUS else DISCOVERY_PATHS
-            if any(a.path == p or a.path.startswith(p + "/") for p in public):
-                return Decision(True)
         for subject in (a.user.name, *a.user.groups):
             for rule in self._rules.get(subject, []):
                 if a.is_resource and rule.allows(a):
                     return Decision(True)
         return self.objects.authorize(a) if self.objects is not None else Decision(False)
+
+    def rules_for(self, user: User, namespace: str) -> tuple[list[PolicyRule], list[str]]:
+        """Every rule that applies to ``user`` in ``namespace`` (Python grants first), and
+        the RBAC resolution errors met: what a SelfSubjectRulesReview reports."""
+        rules = [PolicyRule(verbs=r.verbs, api_groups=r.groups, resources=r.resources,
+                            resource_names=r.names or ())
+                 for subject in (user.name, *user.groups) for r in self._rules.get(subject, [])
+                 if r.namespaces is None or namespace in r.namespaces]
+        if self.objects is None:
+            return rules, []
+        found, errors = self.objects.rules_for(user, namespace)
+        return rules + found, errors
 
     def allowed(self, a: Attributes) -> bool:
         return self.authorize(a).allowed

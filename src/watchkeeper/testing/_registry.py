@@ -45,6 +45,11 @@ _LABEL_MSG = (
     "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
 )
 _DNS_LABEL_PLURALS = {"namespaces", "services"}
+# types whose status is a struct the apiserver always encodes: a new one shows "status": {} (135)
+_EMPTY_STATUS_ON_CREATE = {("flowcontrol.apiserver.k8s.io", "flowschemas"),
+                           ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations")}
+# RBAC names are path segments (ValidateRBACName): "system:basic-user" is valid
+_PATH_SEGMENT_GROUPS = {"rbac.authorization.k8s.io"}
 _GEN_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _KEEP_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
               "generation", "name", "namespace")
@@ -160,6 +165,14 @@ class Registry:
             return [_status.cause("FieldValueRequired",
                                   "Required value: name or generateName is required",
                                   "metadata.name")]
+        if rt.group in _PATH_SEGMENT_GROUPS and not rt.is_custom:
+            bad = next((m for bad, m in ((name in (".", ".."), f"may not be '{name}'"),
+                                         ("/" in name, "may not contain '/'"),
+                                         ("%" in name, "may not contain '%'")) if bad), None)
+            if bad is not None:
+                return [_status.cause("FieldValueInvalid", f'Invalid value: "{name}": {bad}',
+                                      "metadata.name")]
+            return []
         label = rt.plural in _DNS_LABEL_PLURALS
         ok = (_LABEL if label else _SUBDOMAIN).fullmatch(name) and len(name) <= (63 if label
                                                                              else 253)
@@ -245,6 +258,8 @@ class Registry:
         if is_ns:  # set by the strategy after field tracking: nobody owns these (file 168)
             obj["spec"] = {"finalizers": ["kubernetes"]}
             obj["status"] = {"phase": "Active"}
+        if rt.key in _EMPTY_STATUS_ON_CREATE:
+            obj["status"] = {}  # after managedFields: an empty struct is owned by nobody
         meta["resourceVersion"] = ""  # reserves its place in the key order; set by the store
         obj = _order_meta(obj)
         if dry_run:

@@ -10,6 +10,10 @@ from watchkeeper.testing._store import ResourceType
 JSON = dict[str, Any]
 
 _RO = ("get", "list", "watch")
+AUTHN_GROUP = "authentication.k8s.io"
+AUTHZ_GROUP = "authorization.k8s.io"
+FLOWCONTROL_GROUP = "flowcontrol.apiserver.k8s.io"
+_CREATE_ONLY = ("create",)
 # Namespaces have no deletecollection (file 004): DELETE /api/v1/namespaces is a 405.
 _NAMESPACE_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 
@@ -69,6 +73,22 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     _rt("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
     _rt("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
     _rt("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False),
+    # API Priority and Fairness configuration: v1beta3 preferred, v1beta2 deprecated (135)
+    *(_rt(FLOWCONTROL_GROUP, version, plural, kind, False, status=True, generation=True)
+      for version in ("v1beta3", "v1beta2")
+      for plural, kind in (("flowschemas", "FlowSchema"),
+                           ("prioritylevelconfigurations", "PriorityLevelConfiguration"))),
+    # the review APIs: create-only, nothing stored (see _reviews.py); TokenReview is not served
+    _rt(AUTHN_GROUP, "v1", "selfsubjectreviews", "SelfSubjectReview", False,
+        verbs=_CREATE_ONLY),
+    _rt(AUTHZ_GROUP, "v1", "localsubjectaccessreviews", "LocalSubjectAccessReview",
+        verbs=_CREATE_ONLY),
+    _rt(AUTHZ_GROUP, "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False,
+        verbs=_CREATE_ONLY),
+    _rt(AUTHZ_GROUP, "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", False,
+        verbs=_CREATE_ONLY),
+    _rt(AUTHZ_GROUP, "v1", "subjectaccessreviews", "SubjectAccessReview", False,
+        verbs=_CREATE_ONLY),
 )
 
 CRD_GROUP = "apiextensions.k8s.io"

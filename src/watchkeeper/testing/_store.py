@@ -243,6 +243,10 @@ class ObjectStore:
         self.rv = 0
         self.history_start = 0  # every change with rv > history_start is in the history
         self._objects: dict[Key, dict[ObjKey, JSON]] = {}
+        # the resourceVersion of the last write to each resource, so readers that derive
+        # state from one resource (the RBAC authorizer) can tell it is unchanged cheaply
+        self.changed_at: dict[Key, int] = {}
+        self.clears = 0  # how often clear() emptied everything
         self._history: deque[Change] = deque()
         self._sorted_keys: dict[tuple[Key, str | None, int], list[tuple[str, ObjKey]]] = {}
         self._subs: set[Subscription] = set()
@@ -382,6 +386,7 @@ class ObjectStore:
         return self.rv
 
     def _record(self, key: Key, type_: str, obj: JSON, prev: JSON | None) -> None:
+        self.changed_at[key] = self.rv
         ch = Change(self.rv, self.clock(), key, type_, obj, prev, obj_key(obj)[0])
         self._history.append(ch)
         self._trim()
@@ -513,6 +518,7 @@ class ObjectStore:
         """Forget every object and the history (for a restart without data); keeps the RV."""
         for objs in self._objects.values():
             objs.clear()
+        self.clears += 1
         self.compact()
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import copy
 import logging
 import os
 import socket
@@ -46,14 +47,18 @@ from aiohttp import web
 from watchkeeper.client.auth import StaticToken
 from watchkeeper.client.config import ClientConfig
 from watchkeeper.testing import _http, _status
+from watchkeeper.testing._bootstrap import bootstrap_objects
+from watchkeeper.testing._deprecation import DEPRECATION, add_warning, deprecation_warning
 from watchkeeper.testing._gc import GarbageCollector
 from watchkeeper.testing._handlers import HandlerOptions, Handlers
 from watchkeeper.testing._http import Route, parse_path, verb_of
+from watchkeeper.testing._impersonation import ImpersonationError, impersonation, requested
 from watchkeeper.testing._nonresource import serve_document
 from watchkeeper.testing._rbac import Attributes, PolicyObjects, Rbac, User
 from watchkeeper.testing._registry import Registry, present
 from watchkeeper.testing._reqlog import RequestRecord, count
 from watchkeeper.testing._resources import BUILTIN_TYPES
+from watchkeeper.testing._reviews import USER_INFO, Reviews
 from watchkeeper.testing._store import JSON, ObjectStore, ResourceType, StoreError
 from watchkeeper.testing._tls import ServerTLS, peer_identity
 from watchkeeper.testing._tokens import ServiceAccountTokens
@@ -87,6 +92,12 @@ _ERROR_TEXT = {
     502: (None, "bad gateway (injected fault)"),
     503: ("ServiceUnavailable", "the server is currently unable to handle the request"),
     504: ("Timeout", "the server was unable to return a response in the time allotted"),
+}
+# APF names the flow schema and priority level of every request it classifies (174, 175);
+# fixed values stand for the simulator's one imaginary "workload-low" level.
+APF_HEADERS = {
+    "X-Kubernetes-Pf-Flowschema-Uid": "5e7d4c3b-2a19-4f08-9e6d-7c5b4a392817",
+    "X-Kubernetes-Pf-Prioritylevel-Uid": "0f1e2d3c-4b5a-4697-8887-a6b5c4d3e2f1",
 }
 
 
@@ -186,6 +197,8 @@ class ApiServer:
             self._stopping,
         )
         self.handlers.subresources[("", "serviceaccounts", "token")] = self._token_request
+        Reviews(self.rbac, self.handlers.read_body, self.registry.now).register(
+            self.handlers.subresources)
         self._tls = ServerTLS() if tls else None
         self._ssl_ctx: ssl.SSLContext | None = self._tls.context() if self._tls else None
         self._runner: web.AppRunner | None = None
@@ -198,6 +211,7 @@ class ApiServer:
             self.store.register(rt)
         for ns in namespaces:
             self.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        self.reconcile_policy()
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -213,6 +227,7 @@ class ApiServer:
         self._stopping = asyncio.Event()
         self.handlers.stopping = self._stopping
         app = web.Application(client_max_size=self.handlers.opts.max_body_bytes + 1)
+        app.on_response_prepare.append(add_warning)
         app.router.add_route("*", "/{tail:.*}", self._dispatch)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self._runner.setup()
@@ -255,6 +270,7 @@ class ApiServer:
             for ns in DEFAULT_NAMESPACES:
                 self.create_object({"apiVersion": "v1", "kind": "Namespace",
                                     "metadata": {"name": ns}})
+        self.reconcile_policy()
         await self.start()
 
     async def __aenter__(self) -> ApiServer:
@@ -343,6 +359,15 @@ class ApiServer:
             self._opening = None
 
     # ---- control ---------------------------------------------------------------------------
+
+    def reconcile_policy(self) -> None:
+        """Create the default ClusterRoles/ClusterRoleBindings and APF objects that are
+        missing (done at construction and on every restart, as kube-apiserver's bootstrap
+        controllers do; see _bootstrap.py). Ones present are left as they are."""
+        for obj, manager in bootstrap_objects():
+            rt = self.resource(obj["apiVersion"], obj["kind"])
+            if self.store.peek(rt, "", obj["metadata"]["name"]) is None:
+                self.registry.create(rt, "", copy.deepcopy(obj), manager=manager)
 
     def compact(self) -> None:
         """Drop the change history now: every older resourceVersion becomes 410 Gone."""
@@ -504,6 +529,8 @@ class ApiServer:
             log.exception("simulator error on %s %s", request.method, request.path)
             resp = _http.status_response(_status.internal(
                 f"Internal error occurred: {type(exc).__name__}: {exc}", "InternalError"))
+        if not request.path.startswith("/openapi/"):
+            _http.compress(request, resp)
         if rec.status is None:
             rec.status = resp.status
         return resp
@@ -530,6 +557,17 @@ class ApiServer:
         user = self._authenticate(request)
         if user is None:
             return _http.status_response(_status.unauthorized())
+        if requested(request.headers):
+            try:
+                acting = impersonation(request.headers, user)
+            except ImpersonationError as exc:
+                return _http.status_response(_status.bad_request(str(exc)))
+            for check in acting.checks:
+                decision = self.rbac.authorize(check)
+                if not decision.allowed:
+                    return _http.status_response(self.rbac.forbidden(check, decision.reason))
+            user = acting.user
+        request[USER_INFO] = user
         rec.user = user.name
         request[_http.USER] = user.name
         info = RequestInfo(request.method, request.path, user.name, rec.is_watch)
@@ -544,6 +582,10 @@ class ApiServer:
         decision = self.rbac.authorize(attrs)
         if not decision.allowed:
             return _http.status_response(self.rbac.forbidden(attrs, decision.reason))
+        rt = self.store.lookup(route.group, route.version, route.resource)
+        warning = deprecation_warning(self.store, rt) if rt is not None else None
+        if warning is not None:
+            request[DEPRECATION] = warning
         ua = request.headers.get("User-Agent", "")
         request[_http.MANAGER] = request.query.get("fieldManager") or ua.split("/")[0] or "unknown"
         return await self.handlers.serve(request, route, verb, request[_http.MANAGER], info)
@@ -571,9 +613,14 @@ class ApiServer:
         throttle = self.faults.take("throttle", info)
         if throttle is not None:
             rec.fault = "throttle"
+            if throttle.delay:
+                await asyncio.sleep(throttle.delay)  # APF queue-wait timeout (175)
             ra = throttle.retry_after if throttle.retry_after is not None else 1
+            headers = {"Retry-After": _fmt(ra)}
+            if throttle.limiter == "apf":
+                headers.update(APF_HEADERS)
             return _http.text_response("Too many requests, please try again later.\n", 429,
-                                       {"Retry-After": _fmt(ra)})
+                                       headers)
         err = self.faults.take("error", info)
         if err is not None:
             rec.fault = "error"

@@ -7,7 +7,10 @@ times, or for ``duration`` seconds) until removed. Kinds:
                reopened when the fault goes). With ``count_refused=True`` the server instead
                accepts and resets each connection at once, so attempts can be counted.
 - ``error``    answer with an HTTP error code and a Status body (default 500).
-- ``throttle`` answer 429 with ``Retry-After`` and the apiserver's plain-text body (file 174).
+- ``throttle`` answer 429 with ``Retry-After`` and the apiserver's plain-text body: as API
+               Priority and Fairness does (``limiter="apf"``, with X-Kubernetes-Pf-* headers;
+               174, or after ``delay`` seconds in a queue: 175) or as the legacy max-in-flight
+               filter does (``limiter="max-inflight"``: no Pf headers; 176).
 - ``hang``     accept the request and never answer it (it is dropped when the fault goes).
 - ``slow``     delay the request by ``delay`` seconds, then serve it normally.
 - ``reset``    abort the connection of matching watch streams after ``after_events`` events.
@@ -31,6 +34,7 @@ from typing import Any
 
 KINDS = ("refuse", "error", "throttle", "hang", "slow", "reset", "stall", "garbage", "truncate")
 STREAM_KINDS = ("reset", "stall", "garbage", "truncate")
+LIMITERS = ("apf", "max-inflight")
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,7 @@ class Fault:
     data: bytes = b"this is not json\n"
     after_events: int = 0
     count_refused: bool = False
+    limiter: str = "apf"  # throttle: "apf" or "max-inflight"
     fired: int = 0
     id: int = field(default_factory=lambda: next(_ids))
 
@@ -118,6 +123,9 @@ class Faults:
         """Add a fault of ``kind`` (see module docstring); returns it (for ``remove``)."""
         if kind not in KINDS:
             raise ValueError(f"unknown fault kind {kind!r}; known: {', '.join(KINDS)}")
+        if params.get("limiter", "apf") not in LIMITERS:
+            raise ValueError(f"unknown limiter {params['limiter']!r}; known: "
+                             f"{', '.join(LIMITERS)}")
         if "data" in params and isinstance(params["data"], str):
             params["data"] = params["data"].encode()
         fault = Fault(
@@ -141,8 +149,11 @@ class Faults:
     def error(self, code: int = 500, message: str = "", **match: Any) -> Fault:
         return self.add("error", code=code, message=message, **match)
 
-    def throttle(self, retry_after: float = 1, **match: Any) -> Fault:
-        return self.add("throttle", retry_after=retry_after, **match)
+    def throttle(self, retry_after: float = 1, *, delay: float = 0.0, limiter: str = "apf",
+                 **match: Any) -> Fault:
+        """429s; ``delay`` holds each request first, like APF's queue-wait limit (175)."""
+        return self.add("throttle", retry_after=retry_after, delay=delay, limiter=limiter,
+                        **match)
 
     def hang(self, **match: Any) -> Fault:
         return self.add("hang", **match)
