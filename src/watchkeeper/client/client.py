@@ -8,6 +8,7 @@ from watchkeeper.client.api import Api
 from watchkeeper.client.config import ClientConfig
 from watchkeeper.client.discovery import Discovery
 from watchkeeper.client.resource import Resource, parse_spec
+from watchkeeper.client.server_warnings import WarningHandler
 from watchkeeper.client.transport import Timeouts, Transport
 
 _DEFAULT = object()
@@ -16,9 +17,18 @@ _DEFAULT = object()
 class Client:
     """One connection pool to one API server. Close it (or use ``async with``) when done."""
 
-    def __init__(self, config: ClientConfig, *, timeouts: Timeouts | None = None) -> None:
+    def __init__(
+        self,
+        config: ClientConfig,
+        *,
+        timeouts: Timeouts | None = None,
+        on_warning: WarningHandler | None = None,
+    ) -> None:
+        """``on_warning`` receives the text of each warning the server sends (deprecated
+        API versions, unknown fields it dropped); by default each distinct text is logged
+        once at WARNING on the ``watchkeeper.client`` logger."""
         self.config = config
-        self.transport = Transport(config, timeouts)
+        self.transport = Transport(config, timeouts, on_warning)
         self.discovery = Discovery(self.transport)
 
     @classmethod

@@ -27,6 +27,7 @@ from watchkeeper.client.errors import (
     Unauthorized,
     error_from_response,
 )
+from watchkeeper.client.server_warnings import LogOnce, WarningHandler, parse_warnings
 
 USER_AGENT = f"watchkeeper/{__version__}"
 
@@ -65,9 +66,15 @@ class Response:
 class Transport:
     """Owns the HTTP session; created lazily inside the running event loop."""
 
-    def __init__(self, config: ClientConfig, timeouts: Timeouts | None = None) -> None:
+    def __init__(
+        self,
+        config: ClientConfig,
+        timeouts: Timeouts | None = None,
+        on_warning: WarningHandler | None = None,
+    ) -> None:
         self.config = config
         self.timeouts = timeouts or Timeouts()
+        self.on_warning: WarningHandler = on_warning or LogOnce()
         self._session: aiohttp.ClientSession | None = None
         self._ssl: ssl.SSLContext | None = config.ssl_context()
         self._base = config.server.rstrip("/")
@@ -124,6 +131,13 @@ class Transport:
         if isinstance(self.config.auth, ClientCertificateSource):
             await self.close()
 
+    def _warn(self, headers: Mapping[str, str]) -> None:
+        if "Warning" in headers:
+            getall = getattr(headers, "getall", None)
+            values = getall("Warning") if getall is not None else [headers["Warning"]]
+            for text in parse_warnings(values):
+                self.on_warning(text)
+
     def _kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = {}
         if self.config.tls_server_name:
@@ -163,6 +177,7 @@ class Transport:
                     status, resp_headers = resp.status, resp.headers
             except BaseException as exc:
                 raise _translate(exc, method, path) from _cause(exc)
+            self._warn(resp_headers)
             if status == 401 and attempt == 1:
                 await self._refresh_credentials()
                 continue
@@ -205,6 +220,7 @@ class Transport:
             except BaseException as exc:
                 raise _translate(exc, method, path) from _cause(exc)
             try:
+                self._warn(resp.headers)
                 if resp.status == 401 and attempt == 1:
                     await self._refresh_credentials()
                     continue
