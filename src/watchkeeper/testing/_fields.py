@@ -1,10 +1,12 @@
 """managedFields bookkeeping and a simple server-side-apply ownership model.
 
 The model (documented simplification of structured-merge-diff):
-- A field path is a tuple of map keys down to a leaf; lists are atomic leaves (no ``k:``/``v:``
-  element keys), system metadata (uid, resourceVersion, ...) is never owned.
+- A field path is a tuple of map keys down to a leaf; lists are atomic leaves, system
+  metadata (uid, resourceVersion, ...) is never owned. Only when encoding are the elements
+  of finalizers, ownerReferences and status.conditions named (``v:``/``k:`` keys).
 - An Update by manager M takes ownership of every leaf it changed and removes it from the
-  other managers; managers lose leaves that no longer exist.
+  other managers; every manager loses the leaves the write removed (a path owned but never
+  present, like the label a custom resource's /status ignores in 142, stays listed).
 - An Apply by M owns exactly the leaves in its configuration. A leaf whose current value
   differs from the applied one and is owned by another manager is a conflict (409
   FieldManagerConflict) unless ``force``; then ownership moves to M. Leaves M applied before
@@ -27,6 +29,9 @@ _SYSTEM_META = {
     "managedFields", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink",
 }
 _MISSING = object()
+# struct (not pointer) fields below spec/status: always present, so never owned as a whole
+# ("." absent), like CRD spec.names and status.acceptedNames (136, 137)
+_VALUE_STRUCTS = {("spec", "names"), ("status", "acceptedNames")}
 
 
 def leaves(obj: Any, prefix: Path = ()) -> set[Path]:
@@ -113,6 +118,7 @@ def encode(paths: set[Path], *, dots: bool, custom: bool) -> JSON:
             last = depth == len(path) - 1
             top_struct = depth == 0 and (key == "metadata" or (key in ("spec", "status")
                                                                   and not custom))
+            top_struct = top_struct or (not custom and path[:depth + 1] in _VALUE_STRUCTS)
             if dots and not last and not top_struct:
                 child.setdefault(".", {})
             node = child
@@ -160,6 +166,7 @@ def entries_of(obj: JSON | None) -> list[Entry]:
 def _element_keys(fields: JSON, obj: JSON, dots: bool) -> JSON:
     """Name the elements of metadata's associative lists as the apiserver does: finalizers
     are a set ("v:" keys, file 156), ownerReferences a list keyed by uid ("k:", file 172)."""
+    _condition_keys(fields, obj, dots)
     meta_fields = fields.get("f:metadata")
     meta = obj.get("metadata") or {}
     if not isinstance(meta_fields, dict):
@@ -177,11 +184,32 @@ def _element_keys(fields: JSON, obj: JSON, dots: bool) -> JSON:
     return fields
 
 
-def _store_entries(obj: JSON, entries: list[Entry], custom: bool) -> None:
+def _condition_keys(fields: JSON, obj: JSON, dots: bool) -> None:
+    """status.conditions is a list keyed by type: one "k:" element per condition, naming
+    the fields it holds (the CRD controller's entry in 137)."""
+    status_fields = fields.get("f:status")
+    conditions = (obj.get("status") or {}).get("conditions")
+    if not isinstance(status_fields, dict) or status_fields.get("f:conditions") != {}:
+        return
+    if not isinstance(conditions, list) or not all(
+            isinstance(c, dict) and "type" in c for c in conditions) or not conditions:
+        return
+    status_fields["f:conditions"] = _sorted({
+        "k:" + json.dumps({"type": c["type"]}, separators=(",", ":")):
+            {**({".": {}} if dots else {}), **{f"f:{k}": {} for k in c}}
+        for c in conditions})
+
+
+def _store_entries(obj: JSON, entries: list[Entry], custom: bool,
+                   removed: set[Path] | None = None) -> None:
+    """Store the entries; owners lose the ``removed`` paths (default: every absent path)."""
     present = leaves(obj)
     kept = []
     for e in entries:
-        e.fields &= present
+        if removed is None:
+            e.fields &= present
+        else:
+            e.fields -= removed
         if e.fields:
             entry = e.to_json(custom)
             _element_keys(entry["fieldsV1"], obj, e.operation == "Update")
@@ -202,10 +230,18 @@ def record_update(
     now: str,
     subresource: str = "",
     custom: bool = False,
+    seen: JSON | None = None,
 ) -> None:
-    """Set ``new``'s managedFields after an Update (create, PUT or non-apply PATCH) by manager."""
+    """Set ``new``'s managedFields after an Update (create, PUT or non-apply PATCH) by manager.
+
+    ``seen`` is the object as field tracking saw it when the strategy then changes more than
+    the reset fields (a custom resource's /status keeps the old labels, yet the request's
+    label changes are recorded: 142). Owners lose only the paths the write removed, so an
+    owned path the object never held stays listed (142's label, still there in 143-146).
+    """
     entries = entries_of(old)
-    changed = {p for p in leaves(new) if value_at(old or {}, p) != value_at(new, p)}
+    tracked = new if seen is None else seen
+    changed = {p for p in leaves(tracked) if value_at(old or {}, p) != value_at(tracked, p)}
     for e in entries:
         if not (e.manager == manager and e.operation == "Update" and e.subresource == subresource):
             e.fields -= changed
@@ -218,7 +254,8 @@ def record_update(
         mine.fields |= changed
         mine.time = now
         mine.api_version = api_version
-    _store_entries(new, entries, custom)
+    removed = leaves(old or {}) - leaves(tracked)
+    _store_entries(new, entries, custom, removed)
 
 
 class ApplyConflict(Exception):

@@ -19,7 +19,15 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from watchkeeper.testing import _fields, _metavalid, _namespaces, _patch, _status, _validation
+from watchkeeper.testing import (
+    _fields,
+    _metavalid,
+    _namespaces,
+    _patch,
+    _status,
+    _validation,
+    _wire,
+)
 from watchkeeper.testing._gc import FOREGROUND, ORPHAN, GarbageCollector
 from watchkeeper.testing._resources import CRD_GROUP, CRDError, crd_types
 from watchkeeper.testing._store import (
@@ -82,9 +90,11 @@ def _comparable(obj: JSON) -> JSON:
 
 
 def present(obj: JSON, rt: ResourceType) -> JSON:
-    """The object as served at ``rt``'s version: kind and apiVersion first."""
+    """The object as served at ``rt``'s version: kind and apiVersion first (built-ins)."""
     out: JSON = {"kind": rt.kind, "apiVersion": rt.group_version}
     out.update((k, v) for k, v in obj.items() if k not in ("kind", "apiVersion"))
+    if rt.is_custom:  # unstructured: every key sorted (140-146)
+        return _wire.sort_object(out)
     return out
 
 
@@ -96,10 +106,12 @@ class Registry:
         store: ObjectStore,
         wall_clock: Callable[[], float] = time.time,
         namespace_cleanup_delay: float = 0.05,
+        crd_watch_close_delay: float = 1.0,
     ) -> None:
         self.store = store
         self.wall_clock = wall_clock
         self.namespace_cleanup_delay = namespace_cleanup_delay
+        self.crd_watch_close_delay = crd_watch_close_delay
         # What a cluster's controllers do when a namespace appears (ApiServer sets it).
         self.on_namespace_created: Callable[[str], None] | None = None
         # The garbage collector (ApiServer sets it): told when owners may have gone.
@@ -255,13 +267,15 @@ class Registry:
         if managed:
             _fields.record_update(None, obj, manager=manager, api_version=rt.group_version,
                                   now=meta["creationTimestamp"], custom=rt.is_custom)
+        if new_types:
+            self._crd_initial_status(obj)
         if is_ns:  # set by the strategy after field tracking: nobody owns these (file 168)
             obj["spec"] = {"finalizers": ["kubernetes"]}
             obj["status"] = {"phase": "Active"}
         if rt.key in _EMPTY_STATUS_ON_CREATE:
             obj["status"] = {}  # after managedFields: an empty struct is owned by nobody
         meta["resourceVersion"] = ""  # reserves its place in the key order; set by the store
-        obj = _order_meta(obj)
+        obj = _order_meta(obj, rt)
         if dry_run:
             obj["metadata"].pop("resourceVersion")
             return present(obj, rt)
@@ -318,7 +332,11 @@ class Registry:
     ) -> JSON:
         """The shared tail of PUT, PATCH and apply: merge rules, checks, store, side effects."""
         old_meta = old["metadata"]
+        seen: JSON | None = None
         if subresource == "status":
+            if rt.is_custom:  # field tracking resets only spec (142)
+                seen = {**_spec_part(old), **{k: v for k, v in new.items()
+                                              if k in ("metadata", "status")}}
             merged = copy.deepcopy(old)
             if "status" in new:
                 merged["status"] = new["status"]
@@ -363,9 +381,10 @@ class Registry:
             new_meta["generation"] = int(old_meta.get("generation") or 0) + 1
         if not fields_done:
             _fields.record_update(old, new, manager=manager, api_version=rt.group_version,
-                                  now=self.now(), subresource=subresource, custom=rt.is_custom)
+                                  now=self.now(), subresource=subresource, custom=rt.is_custom,
+                                  seen=seen)
         new_meta["resourceVersion"] = old_meta.get("resourceVersion")
-        new = _order_meta(new)
+        new = _order_meta(new, rt)
         if expected_rv and expected_rv != old_meta.get("resourceVersion"):
             raise StoreError(_status.conflict(rt.plural, rt.group, old_meta["name"],
                                               _status.STALE))
@@ -525,13 +544,19 @@ class Registry:
         nmeta["deletionTimestamp"] = self.now()
         if is_crd:
             finalizers.append(CRD_FINALIZER)
+            status = new.setdefault("status", {})
+            status["conditions"] = [*(status.get("conditions") or []), {
+                "type": "Terminating", "status": "True", "lastTransitionTime": self.now(),
+                "reason": "InstanceDeletionPending",
+                "message": "CustomResourceDefinition marked for deletion; CustomResource "
+                           "deletion will begin soon"}]
         elif not is_ns:
             nmeta["deletionGracePeriodSeconds"] = 0
         if finalizers:
             nmeta["finalizers"] = finalizers
         if is_ns:
             new["status"] = {"phase": "Terminating"}
-        new = _order_meta(new)
+        new = _order_meta(new, rt)
         if dry_run:
             return present(new, rt)
         stored = self.store.replace(rt, new)
@@ -587,13 +612,18 @@ class Registry:
         names.setdefault("singular", names["kind"].lower())
         names.setdefault("listKind", names["kind"] + "List")
         spec.setdefault("conversion", {"strategy": "None"})
+        return types
+
+    @staticmethod
+    def _crd_initial_status(obj: JSON) -> None:
+        """Set by the strategy after field tracking: nobody owns the initial status (136)."""
+        spec = obj["spec"]
         obj["status"] = {
             "conditions": None,
             "acceptedNames": {"plural": "", "kind": ""},
             "storedVersions": [v["name"] for v in spec.get("versions", []) if v.get("storage")]
             or [spec["versions"][0]["name"]],
         }
-        return types
 
     def _crd_established(self, rt: ResourceType, stored: JSON, types: list[ResourceType]) -> None:
         """Serve the new types and mark the CRD Established, like the apiextensions controllers."""
@@ -639,7 +669,8 @@ class Registry:
             for obj in self.store.objects(types[0]):
                 ns, name = obj_key(obj)
                 self.store.remove(types[0], ns, name)
-        self.store.end_watches((group, plural))
+        # the DELETED lines go out at once, the stream ends later (~1 s in 154)
+        self.store.end_watches((group, plural), delay=self.crd_watch_close_delay)
         self.store.unregister(group, plural)
         crd_rt = self.store.lookup(CRD_GROUP, "v1", "customresourcedefinitions")
         if crd_rt is not None:
@@ -706,15 +737,12 @@ class Registry:
             self.gc.cancel()
 
 
-_META_ORDER = ("name", "generateName", "namespace", "uid", "resourceVersion", "generation",
-               "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels",
-               "annotations", "ownerReferences", "finalizers", "managedFields")
-
-
-def _order_meta(obj: JSON) -> JSON:
+def _order_meta(obj: JSON, rt: ResourceType) -> JSON:
     """Metadata keys in the apiserver's order, so dumps read like the real thing."""
+    if not rt.is_custom:
+        _wire.canonical(obj, rt.group, rt.plural)
     meta = obj.get("metadata") or {}
-    ordered = {k: meta[k] for k in _META_ORDER if k in meta}
+    ordered = {k: meta[k] for k in _wire.META_ORDER if k in meta}
     ordered.update((k, v) for k, v in meta.items() if k not in ordered)
     obj["metadata"] = ordered
     return obj

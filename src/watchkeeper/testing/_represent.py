@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from watchkeeper.testing import _http
+from watchkeeper.testing import _http, _wire
 from watchkeeper.testing._registry import present
 from watchkeeper.testing._store import JSON, ResourceType, StoreError
 from watchkeeper.testing._table import (
@@ -102,8 +102,12 @@ def list_response(out: Output, rt: ResourceType, items: list[JSON], meta: JSON) 
         return _http.json_response(table_for_list(rt, rows, meta, out.include))
     if out.rep == "partial-list":
         return _http.json_response(partial_object_metadata_list(items, meta))
-    return _send(out, {"kind": rt.list_kind, "apiVersion": rt.group_version, "metadata": meta,
-                       "items": [list_item(rt, i) for i in items]})
+    body: JSON = {"kind": rt.list_kind, "apiVersion": rt.group_version, "metadata": meta,
+                  "items": [list_item(rt, i) for i in items]}
+    if rt.is_custom:  # an unstructured list: continue always set, every key sorted (138)
+        body["metadata"] = {"continue": "", **meta}
+        body = _wire.sort_object(body)
+    return _send(out, body)
 
 
 def watch_renderer(out: Output, rt: ResourceType) -> WatchRenderer | None:

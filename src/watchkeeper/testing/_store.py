@@ -185,6 +185,11 @@ class Subscription:
         self.store._subs.discard(self)
 
 
+def _end_all(subs: list[Subscription]) -> None:
+    for sub in subs:
+        sub.end()
+
+
 def encode_continue(rv: int, start: str) -> str:
     raw = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": start}, separators=(",", ":"))
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
@@ -508,11 +513,18 @@ class ObjectStore:
         self._subs.add(sub)
         return sub
 
-    def end_watches(self, key: Key | None = None) -> None:
-        """End open watches (of one resource, or all) cleanly."""
-        for sub in list(self._subs):
-            if key is None or sub.rt.key == key:
-                sub.end()
+    def end_watches(self, key: Key | None = None, delay: float = 0.0) -> None:
+        """End open watches (of one resource, or all) cleanly; after ``delay`` seconds, if
+        given and a loop runs (only the watches open now: later ones are not affected)."""
+        subs = [sub for sub in self._subs if key is None or sub.rt.key == key]
+        try:
+            loop = asyncio.get_running_loop() if delay > 0 else None
+        except RuntimeError:
+            loop = None
+        if loop is not None:
+            loop.call_later(delay, _end_all, subs)
+            return
+        _end_all(subs)
 
     def clear(self) -> None:
         """Forget every object and the history (for a restart without data); keeps the RV."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from watchkeeper.testing import _wire
 from watchkeeper.testing._discovery import media_ranges
 from watchkeeper.testing._store import ResourceType
 
@@ -259,7 +260,7 @@ def partial_object_metadata(obj: Mapping[str, Any]) -> JSON:
     return {
         "kind": "PartialObjectMetadata",
         "apiVersion": META_V1,
-        "metadata": dict(_dict(obj, "metadata")),
+        "metadata": _wire.object_meta(dict(_dict(obj, "metadata"))),
     }
 
 

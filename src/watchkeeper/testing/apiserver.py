@@ -139,6 +139,7 @@ class ApiServer:
         root_ca_configmaps: bool = False,
         garbage_collector: bool = True,
         namespace_cleanup_delay: float = 0.05,
+        crd_watch_close_delay: float = 1.0,
     ) -> None:
         """
         ``watch_list``: the WatchList feature gate (sendInitialEvents). ``bookmark_interval``:
@@ -158,7 +159,9 @@ class ApiServer:
         deleted owners go; Foreground/Orphan deletions finish); False is a cluster without
         one, where those finalizers stay (reference run 1). ``namespace_cleanup_delay``:
         seconds before the namespace controller empties and removes a deleted namespace
-        (a real one took ~5 s; tests want it prompt).
+        (a real one took ~5 s; tests want it prompt). ``crd_watch_close_delay``: seconds
+        between a CRD's deletion (its objects' DELETED lines, 404 for the resource) and the
+        server ending the watches on that resource (~1 s on a real one, file 154).
         """
         if request_log_limit is not None and request_log_limit < 1:
             raise ValueError(f"request_log_limit must be >= 1 or None, got {request_log_limit}")
@@ -169,7 +172,8 @@ class ApiServer:
         self.tls = tls
         self.store = ObjectStore(history_size=history_size, history_age=history_age, clock=clock)
         self.registry = Registry(self.store, wall_clock=wall_clock,
-                                 namespace_cleanup_delay=namespace_cleanup_delay)
+                                 namespace_cleanup_delay=namespace_cleanup_delay,
+                                 crd_watch_close_delay=crd_watch_close_delay)
         if garbage_collector:
             self.registry.gc = GarbageCollector(self.registry)
         if root_ca_configmaps:
