@@ -127,6 +127,7 @@ class ApiServer:
         watch_list: bool = True,
         bookmark_interval: float = 60.0,
         bookmark_lead: float = 2.0,
+        initial_events_end_delay: float = 0.0,
         history_size: int = 10_000,
         history_age: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
@@ -143,7 +144,11 @@ class ApiServer:
         """
         ``watch_list``: the WatchList feature gate (sendInitialEvents). ``bookmark_interval``:
         seconds between BOOKMARKs on watches that allow them; one more is sent
-        ``bookmark_lead`` seconds before a ``timeoutSeconds`` deadline. ``history_size`` /
+        ``bookmark_lead`` seconds before a ``timeoutSeconds`` deadline (none when the timeout
+        is not longer). ``initial_events_end_delay``: how long after the initial events of a
+        streaming list its ``k8s.io/initial-events-end`` bookmark comes (the apiserver sends
+        it on its next ~1 s bookmark tick, after any live events in between, file 065; 0 =
+        at once, which keeps tests fast). ``history_size`` /
         ``history_age`` bound the change history (older resourceVersions are 410 Gone);
         ``clock`` measures that age. ``too_large_rv_wait``: how long a request for a future
         resourceVersion waits before its 504. ``default_watch_timeout``: server-side watch
@@ -190,6 +195,7 @@ class ApiServer:
                 watch_list=watch_list,
                 bookmark_interval=bookmark_interval,
                 bookmark_lead=bookmark_lead,
+                initial_events_end_delay=initial_events_end_delay,
                 too_large_rv_wait=too_large_rv_wait,
                 default_watch_timeout=default_watch_timeout,
                 max_body_bytes=max_body_bytes,
