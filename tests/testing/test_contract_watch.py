@@ -55,7 +55,8 @@ async def call(srv: ApiServer, session: aiohttp.ClientSession, ref: dict[str, An
     headers = {k: v for k, v in r["headers"].items()
                if k.lower() in ("content-type", "accept", "user-agent")}
     user = r["user"].split()[0]
-    headers["Authorization"] = f"Bearer {srv.token(user)}"
+    if user != "anonymous":
+        headers["Authorization"] = f"Bearer {srv.token(user)}"
     body = r.get("body") if body is None else body
     data = None if body is None else json.dumps(body).encode()
     query = r["raw_query"] if query is None else query
@@ -63,6 +64,9 @@ async def call(srv: ApiServer, session: aiohttp.ClientSession, ref: dict[str, An
     loop = asyncio.get_running_loop()
     start = loop.time()
     async with session.request(r["method"], url, data=data, headers=headers) as resp:
+        want = {k.lower(): v for k, v in ref["response"]["headers"].items()}
+        assert resp.headers.get("Cache-Control") == want.get("cache-control")
+        assert ("X-Content-Type-Options" in resp.headers) == ("x-content-type-options" in want)
         streaming = resp.headers.get("Transfer-Encoding") == "chunked" and resp.status == 200 \
             and "Content-Length" not in resp.headers and ("watch" in url)
         if streaming:
@@ -420,6 +424,17 @@ async def test_056_forbidden_watch(session: Session) -> None:
     assert_same_status(ref, status, body, headers)
     assert body["details"] == ref["response"]["body"]["details"]
     assert "Transfer-Encoding" not in headers  # a plain response, no stream
+
+
+@pytest.mark.parametrize("number", [74, 76, 77, 78, 79, 80])
+async def test_authorization_403s_say_nosniff(session: Session, number: int) -> None:
+    """Like 056: every 403 from the authorization filter carries X-Content-Type-Options
+    (``call`` compares it), whatever the verb and scope."""
+    ref = load(number)
+    async with ApiServer() as srv:
+        status, body, headers, _ = await call(srv, session, ref)
+    assert_same_status(ref, status, body, headers)
+    assert headers["X-Content-Type-Options"] == "nosniff"
 
 
 async def selector_moves(srv: ApiServer) -> None:

@@ -571,7 +571,7 @@ class ApiServer:
             for check in acting.checks:
                 decision = self.rbac.authorize(check)
                 if not decision.allowed:
-                    return _http.status_response(self.rbac.forbidden(check, decision.reason))
+                    return _http.forbidden_response(self.rbac.forbidden(check, decision.reason))
             user = acting.user
         request[USER_INFO] = user
         rec.user = user.name
@@ -587,7 +587,7 @@ class ApiServer:
                            name=route.name)
         decision = self.rbac.authorize(attrs)
         if not decision.allowed:
-            return _http.status_response(self.rbac.forbidden(attrs, decision.reason))
+            return _http.forbidden_response(self.rbac.forbidden(attrs, decision.reason))
         rt = self.store.lookup(route.group, route.version, route.resource)
         warning = deprecation_warning(self.store, rt) if rt is not None else None
         if warning is not None:
@@ -642,7 +642,7 @@ class ApiServer:
         attrs = Attributes(user=user, verb=request.method.lower(), path=path)
         decision = self.rbac.authorize(attrs)
         if not decision.allowed:
-            return _http.status_response(self.rbac.forbidden(attrs, decision.reason))
+            return _http.forbidden_response(self.rbac.forbidden(attrs, decision.reason))
         if path == "/version":
             return _http.json_response(VERSION_INFO)
         if path in ("/healthz", "/readyz", "/livez"):
