@@ -144,8 +144,11 @@ async def test_044_partial_object_metadata_get(lists: ApiServer, session: Sessio
 
 
 @pytest.mark.parametrize("number", [37, 38])
-async def test_037_038_lists_at_the_current_rv(lists: ApiServer, session: Session,
-                                               number: int) -> None:
+async def test_037_038_lists_at_a_given_rv(lists: ApiServer, session: Session,
+                                           number: int) -> None:
+    """At the current RV both answer at it (as in the pack). Once writes elsewhere moved the
+    RV on, Exact still answers at the requested (not compacted) RV, NotOlderThan from the
+    cache at the latest."""
     ref = load(number)
     rv = lists.store.rv
     query = ref["request"]["raw_query"].replace("242", str(rv))
@@ -153,6 +156,13 @@ async def test_037_038_lists_at_the_current_rv(lists: ApiServer, session: Sessio
     assert status == 200
     assert_same_body(body, ref["response"]["body"])
     assert body["metadata"]["resourceVersion"] == str(rv)
+    lists.create_object({"apiVersion": "v1", "kind": "ConfigMap",
+                         "metadata": {"name": "x1", "namespace": "default"}}, manager="curl")
+    status, body, _, _ = await call(lists, session, ref, query=query)
+    assert status == 200
+    assert_same_body(body, ref["response"]["body"])
+    served = rv if number == 37 else lists.store.rv
+    assert body["metadata"]["resourceVersion"] == str(served) and lists.store.rv > rv
 
 
 async def test_028_029_pages(lists: ApiServer, session: Session) -> None:
@@ -538,7 +548,7 @@ async def test_066_067_071_streaming_lists(session: Session, number: int) -> Non
         assert_bookmark(lines[-1], want[-1], rv=rv)
         # not at once: on the next bookmark tick (0.52 s / 0.15 s after the ADDED lines)
         wait = ref["response"]["line_arrival_s"][-1] - ref["response"]["line_arrival_s"][-2]
-        assert wait > 0.1 and arrival[-2] - arrival[-3] >= 0.14
+        assert wait > 0.1 and arrival[-2] - arrival[-3] >= 0.1
     assert_clean_end(ref, arrival, 0.4)
 
 

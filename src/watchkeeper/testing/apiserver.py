@@ -731,6 +731,7 @@ async def run_simulator(
     """Run an ApiServer until cancelled (``watchkeeper sim``); writes a kubeconfig if asked."""
     options.setdefault("request_log_limit", 100_000)
     options.setdefault("root_ca_configmaps", True)
+    options.setdefault("initial_events_end_delay", 1.0)  # the apiserver's bookmark tick
     srv = ApiServer(host=host, port=port, **options)
     if seed_objects:
         for obj in SEED_OBJECTS:
