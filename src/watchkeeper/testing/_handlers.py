@@ -47,6 +47,7 @@ class HandlerOptions:
     watch_list: bool = True  # the WatchList feature gate
     bookmark_interval: float = 60.0
     bookmark_lead: float = 2.0
+    initial_events_end_delay: float = 0.0
     too_large_rv_wait: float = 0.5  # apiserver waits ~3 s before its 504 (file 046)
     default_watch_timeout: float | None = None
     max_body_bytes: int = 3 * 1024 * 1024
@@ -345,6 +346,7 @@ class Handlers:
             initial_events_end=send_initial and self.opts.watch_list,
             bookmark_interval=self.opts.bookmark_interval,
             bookmark_lead=self.opts.bookmark_lead,
+            initial_events_end_delay=self.opts.initial_events_end_delay,
             render=render,
         )
         try:

@@ -107,6 +107,12 @@ def status_response(st: JSON, headers: dict[str, str] | None = None) -> web.Resp
     return json_response(st, int(st.get("code", 200)), headers)
 
 
+def forbidden_response(st: JSON) -> web.Response:
+    """The authorization filter's 403 (responsewriters.Forbidden) also sets nosniff (056,
+    074-080, 130, 131); an admission 403 (169) does not."""
+    return status_response(st, {"X-Content-Type-Options": "nosniff"})
+
+
 def error_response(exc: StoreError) -> web.Response:
     return status_response(exc.status, exc.headers)
 

@@ -27,7 +27,8 @@ class WatchOptions:
     timeout: float | None = None  # seconds; None = until the client or the server ends it
     initial_events_end: bool = False  # send the k8s.io/initial-events-end bookmark
     bookmark_interval: float = 60.0
-    bookmark_lead: float = 2.0  # send one bookmark this long before the deadline
+    bookmark_lead: float = 2.0  # one bookmark this long before the deadline (if timeout > it)
+    initial_events_end_delay: float = 0.0  # the end-of-initial-events bookmark waits this long
     # turns each {"type", "object"} line into the negotiated representation (Table, ...)
     render: Callable[[JSON], JSON] | None = None
 
@@ -181,23 +182,36 @@ class WatchStream:
         start = loop.time()
         deadline = None if self.opts.timeout is None else start + self.opts.timeout
         lead_at: float | None = None
-        if deadline is not None and self.opts.bookmarks and self.opts.timeout:
-            lead_at = deadline - min(self.opts.bookmark_lead, self.opts.timeout / 2)
+        if (deadline is not None and self.opts.bookmarks and self.opts.timeout
+                and self.opts.timeout > self.opts.bookmark_lead):
+            # the cacher's pre-timeout bookmark (deadline - 2 s) is skipped when that time has
+            # already passed as the watch starts: none for timeoutSeconds <= 2 (files 066, 069)
+            lead_at = deadline - self.opts.bookmark_lead
         next_bm = start + self.opts.bookmark_interval if self.opts.bookmarks else None
         try:
             await self.start()
             self._maybe_reset()
             await self._replay(self.sub.initial)
+            end_at: float | None = None
             if self.opts.initial_events_end and self.opts.bookmarks:
-                await self._line(bookmark(self.rt, self.sub.start_rv, True))
+                if self.opts.initial_events_end_delay > 0:
+                    end_at = loop.time() + self.opts.initial_events_end_delay
+                else:
+                    await self._line(bookmark(self.rt, self.sub.start_rv, True))
             while not self.stopping.is_set():
                 now = loop.time()
-                wake = min(t for t in (deadline, next_bm, lead_at, now + 0.5) if t is not None)
+                wake = min(t for t in (deadline, next_bm, lead_at, end_at, now + 0.5)
+                           if t is not None)
                 transport = self.request.transport
                 if transport is None or transport.is_closing():
                     break  # the client went away
                 if deadline is not None and now >= deadline:
                     break
+                if end_at is not None and now >= end_at:
+                    end_at = None  # at the RV the live events sent so far reach (file 065)
+                    if not await self._bookmark(initial_end=True):
+                        break
+                    continue
                 if (next_bm is not None and now >= next_bm) or (lead_at is not None
                                                                  and now >= lead_at):
                     if lead_at is not None and now >= lead_at:
@@ -236,7 +250,7 @@ class WatchStream:
             if transport is not None:
                 transport.abort()
 
-    async def _bookmark(self) -> bool:
+    async def _bookmark(self, initial_end: bool = False) -> bool:
         """Flush queued events, then a bookmark at the RV they reach; False if the watch ended."""
         pending: list[WatchEvent | None] = []
         while not self.sub.queue.empty():
@@ -246,5 +260,5 @@ class WatchStream:
             if ev is None:
                 return False
             await self._event(ev)
-        await self._line(bookmark(self.rt, rv))
+        await self._line(bookmark(self.rt, rv, initial_end))
         return True

@@ -127,6 +127,7 @@ class ApiServer:
         watch_list: bool = True,
         bookmark_interval: float = 60.0,
         bookmark_lead: float = 2.0,
+        initial_events_end_delay: float = 0.0,
         history_size: int = 10_000,
         history_age: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
@@ -144,7 +145,11 @@ class ApiServer:
         """
         ``watch_list``: the WatchList feature gate (sendInitialEvents). ``bookmark_interval``:
         seconds between BOOKMARKs on watches that allow them; one more is sent
-        ``bookmark_lead`` seconds before a ``timeoutSeconds`` deadline. ``history_size`` /
+        ``bookmark_lead`` seconds before a ``timeoutSeconds`` deadline (none when the timeout
+        is not longer). ``initial_events_end_delay``: how long after the initial events of a
+        streaming list its ``k8s.io/initial-events-end`` bookmark comes (the apiserver sends
+        it on its next ~1 s bookmark tick, after any live events in between, file 065; 0 =
+        at once, which keeps tests fast). ``history_size`` /
         ``history_age`` bound the change history (older resourceVersions are 410 Gone);
         ``clock`` measures that age. ``too_large_rv_wait``: how long a request for a future
         resourceVersion waits before its 504. ``default_watch_timeout``: server-side watch
@@ -194,6 +199,7 @@ class ApiServer:
                 watch_list=watch_list,
                 bookmark_interval=bookmark_interval,
                 bookmark_lead=bookmark_lead,
+                initial_events_end_delay=initial_events_end_delay,
                 too_large_rv_wait=too_large_rv_wait,
                 default_watch_timeout=default_watch_timeout,
                 max_body_bytes=max_body_bytes,
@@ -569,7 +575,7 @@ class ApiServer:
             for check in acting.checks:
                 decision = self.rbac.authorize(check)
                 if not decision.allowed:
-                    return _http.status_response(self.rbac.forbidden(check, decision.reason))
+                    return _http.forbidden_response(self.rbac.forbidden(check, decision.reason))
             user = acting.user
         request[USER_INFO] = user
         rec.user = user.name
@@ -585,7 +591,7 @@ class ApiServer:
                            name=route.name)
         decision = self.rbac.authorize(attrs)
         if not decision.allowed:
-            return _http.status_response(self.rbac.forbidden(attrs, decision.reason))
+            return _http.forbidden_response(self.rbac.forbidden(attrs, decision.reason))
         rt = self.store.lookup(route.group, route.version, route.resource)
         warning = deprecation_warning(self.store, rt) if rt is not None else None
         if warning is not None:
@@ -640,7 +646,7 @@ class ApiServer:
         attrs = Attributes(user=user, verb=request.method.lower(), path=path)
         decision = self.rbac.authorize(attrs)
         if not decision.allowed:
-            return _http.status_response(self.rbac.forbidden(attrs, decision.reason))
+            return _http.forbidden_response(self.rbac.forbidden(attrs, decision.reason))
         if path == "/version":
             return _http.json_response(VERSION_INFO)
         if path in ("/healthz", "/readyz", "/livez"):
@@ -729,6 +735,7 @@ async def run_simulator(
     """Run an ApiServer until cancelled (``watchkeeper sim``); writes a kubeconfig if asked."""
     options.setdefault("request_log_limit", 100_000)
     options.setdefault("root_ca_configmaps", True)
+    options.setdefault("initial_events_end_delay", 1.0)  # the apiserver's bookmark tick
     srv = ApiServer(host=host, port=port, **options)
     if seed_objects:
         for obj in SEED_OBJECTS:
