@@ -65,9 +65,19 @@ def negotiate(accept: str | None, query: Mapping[str, str], rt: ResourceType, *,
     return Output(rep, include)
 
 
+class _GoYamlDumper(yaml.SafeDumper):
+    """go-yaml quotes a scalar that needs quoting with double quotes (``c: "3"``, 125),
+    where PyYAML would pick single quotes."""
+
+    def choose_scalar_style(self) -> str:
+        style: str = super().choose_scalar_style()
+        return '"' if style == "'" else style
+
+
 def yaml_response(body: Any, status: int = 200) -> web.Response:
     """A YAML body as the apiserver writes it (125): keys sorted, block style."""
-    text = yaml.safe_dump(body, default_flow_style=False, sort_keys=True, allow_unicode=True)
+    text = yaml.dump(body, Dumper=_GoYamlDumper, default_flow_style=False, sort_keys=True,
+                     allow_unicode=True)
     return web.Response(body=text.encode(), status=status,
                         headers={**_http.BASE_HEADERS, "Content-Type": YAML_CONTENT_TYPE})
 
