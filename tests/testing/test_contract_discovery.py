@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import signal
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+import yaml
 
 from watchkeeper.testing import ApiServer
 
@@ -476,3 +480,109 @@ async def test_134_readyz_verbose(world: Any) -> None:
     assert raw.decode().endswith("[+]poststarthook/apiservice-discovery-controller ok\n"
                                  "livez check passed\n")
     assert "[+]informer-sync ok" not in raw.decode()
+
+
+# ---- kubectl-logs/: kubectl's own traffic, replayed with the real binaries ------------------
+
+KUBECTL_DIR = Path(os.environ.get("WATCHKEEPER_KUBECTL_DIR", "/usr/lib/google-cloud-sdk/bin"))
+LOGS = REF / "kubectl-logs"
+_REQUEST = re.compile(r"\] (GET|POST|PUT|PATCH|DELETE) https?://[^/\s]+(/\S*)")
+_STATUS = re.compile(r"Response Status: (\d{3})")
+MANIFESTS = {  # the files behind 03-06 and 13, as their request bodies show them
+    "cm-csa.yaml": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": "kubectl-csa", "namespace": "default", "labels": {"app": "demo"}},
+        "data": {"color": "blue"}},
+    "cm-csa2.yaml": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": "kubectl-csa", "namespace": "default", "labels": {"app": "demo"}},
+        "data": {"color": "red", "size": "3"}},
+    "cm-ssa.yaml": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": "kubectl-ssa", "namespace": "default"}, "data": {"color": "green"}},
+}
+
+
+# Logs without a discovery fetch ran with the warm cache of an earlier kubectl 1.28 command.
+WARM_CACHE = {"02": "01", "06": "05", "10": "08", "11": "08", "12": "08"}
+
+
+def _url(url: str) -> str:
+    """A request URL without client timeouts, and with hashes and resourceVersions elided."""
+    path, _, query = url.partition("?")
+    params = [re.sub(r"^(hash|resourceVersion)=.*", r"\1=X", p)
+              for p in query.split("&") if p and not p.startswith("timeout=")]
+    return path + ("?" + "&".join(params) if params else "")
+
+
+def exchanges(log: str) -> list[tuple[str, str, int]]:
+    """(method, URL, status) of every request in a kubectl -v=8 log (1.28 or 1.32 format)."""
+    out, pending = [], None
+    for line in log.splitlines():
+        if m := _REQUEST.search(line):
+            pending = (m[1], _url(m[2]))
+        elif (m := _STATUS.search(line)) and pending is not None:
+            out.append((*pending, int(m[1])))
+            pending = None
+    return out
+
+
+def _stdout(log: str) -> str:
+    return log.partition("# ---- stdout ----\n")[2]
+
+
+def _command(log: str) -> tuple[str, list[str], int]:
+    """(binary, arguments, exit code) from a log's header lines."""
+    lines = log.splitlines()
+    args = lines[0].removeprefix("# $ kubectl ").split("(")[0].split()
+    version = re.search(r"Client Version: v1\.(\d+)", lines[1])
+    code = re.search(r"# exit code: (\d+)", log)
+    assert version and code
+    return f"kubectl.1.{version[1]}", args, int(code[1])
+
+
+async def _run(binary: Path, args: list[str], cwd: Path, cache: Path, kubeconfig: str,
+               srv: ApiServer, watch: bool) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        str(binary), "--kubeconfig", kubeconfig, "--cache-dir", str(cache), "-v=8", *args,
+        cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "HOME": str(cwd)})
+    if watch:  # 07: create, label and delete a configmap while `get -w` runs, then SIGINT
+        await asyncio.sleep(1.5)
+        obj = srv.create_object({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": "watched", "namespace": "default"}, "data": {"k": "v"}})
+        await asyncio.sleep(0.3)
+        obj["metadata"]["labels"] = {"x": "y"}
+        srv.update_object(obj)
+        await asyncio.sleep(0.3)
+        srv.delete_object("v1", "ConfigMap", "watched")
+        await asyncio.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+@pytest.mark.kubectl
+@pytest.mark.skipif(not (KUBECTL_DIR / "kubectl.1.28").is_file()
+                    or not (KUBECTL_DIR / "kubectl.1.32").is_file(),
+                    reason="kubectl 1.28 and 1.32 binaries not installed")
+async def test_kubectl_logs_replayed(tmp_path: Path) -> None:
+    """Every command of kubectl-logs/ in order, against one simulator holding what the real
+    server held (pre-existing): the same requests, in the same order, get the same status
+    codes; the exit code and the printed output (numbers and uids normalised) match."""
+    for name, obj in MANIFESTS.items():
+        (tmp_path / name).write_text(yaml.safe_dump(obj))
+    async with ApiServer(tls=True) as srv:
+        srv.create_object({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": "pre-existing", "namespace": "default", "labels": {"app": "demo"}},
+            "data": {"k": "v"}}, manager="curl")
+        kubeconfig = srv.kubeconfig(tmp_path / "kubeconfig", "admin")
+        for path in sorted(LOGS.glob("*.log")):
+            log = path.read_text()
+            binary, args, want_code = _command(log)
+            cache = tmp_path / f"cache-{WARM_CACHE.get(path.name[:2], path.name[:2])}"
+            code, out, err = await _run(KUBECTL_DIR / binary, args, tmp_path, cache,
+                                        kubeconfig, srv, watch="-w" in args)
+            assert exchanges(err) == exchanges(log), path.name
+            if want_code == 124:  # `timeout -s INT` reported its own 124; kubectl exits 1
+                assert code in (1, -signal.SIGINT), (path.name, err[-2000:])
+            else:
+                assert code == want_code, (path.name, err[-2000:])
+            assert norm(out) == norm(_stdout(log)), path.name
