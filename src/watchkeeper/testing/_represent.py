@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from watchkeeper.testing import _http
+from watchkeeper.testing import _http, _protobuf
 from watchkeeper.testing._registry import present
 from watchkeeper.testing._store import JSON, ResourceType, StoreError
 from watchkeeper.testing._table import (
@@ -51,7 +51,7 @@ def negotiate(accept: str | None, query: Mapping[str, str], rt: ResourceType, *,
     A watch streams single objects, so it takes ``as=PartialObjectMetadata`` (not ...List),
     and it cannot stream YAML (the apiserver has no YAML stream serializer).
     """
-    rep = parse_accept(accept)
+    rep = parse_accept(accept, protobuf=not watch and _protobuf.supports(rt))
     if rep is None or (watch and rep == "yaml"):
         raise StoreError(not_acceptable_status())
     mismatch = representation_mismatch_status(rep, rt, is_list and not watch)
@@ -82,6 +82,11 @@ def yaml_response(body: Any, status: int = 200) -> web.Response:
                         headers={**_http.BASE_HEADERS, "Content-Type": YAML_CONTENT_TYPE})
 
 
+def _protobuf_response(body: bytes) -> web.Response:
+    return web.Response(body=body, headers={**_http.BASE_HEADERS,
+                                            "Content-Type": _protobuf.CONTENT_TYPE})
+
+
 def _send(out: Output, body: JSON) -> web.Response:
     if out.rep == "yaml":
         return yaml_response(body)
@@ -94,6 +99,8 @@ def object_response(out: Output, rt: ResourceType, obj: JSON) -> web.Response:
         return _http.json_response(table_for_object(rt, obj, out.include))
     if out.rep == "partial":
         return _http.json_response(partial_object_metadata(obj))
+    if out.rep == "protobuf":
+        return _protobuf_response(_protobuf.encode_object(rt, obj))
     return _send(out, obj)
 
 
@@ -112,6 +119,8 @@ def list_response(out: Output, rt: ResourceType, items: list[JSON], meta: JSON) 
         return _http.json_response(table_for_list(rt, rows, meta, out.include))
     if out.rep == "partial-list":
         return _http.json_response(partial_object_metadata_list(items, meta))
+    if out.rep == "protobuf":
+        return _protobuf_response(_protobuf.encode_list(rt, items, meta))
     return _send(out, {"kind": rt.list_kind, "apiVersion": rt.group_version, "metadata": meta,
                        "items": [list_item(rt, i) for i in items]})
 
