@@ -316,7 +316,7 @@ async def test_014_015_016_tables(world: Any, number: int) -> None:
         compact(raw)  # kubectl's own agent
     else:
         pretty(raw)
-        framing(headers, ref)
+    framing(headers, ref)
 
 
 async def test_017_table_watch(world: Any) -> None:
