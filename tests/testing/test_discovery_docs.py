@@ -97,13 +97,23 @@ def types_from_aggregated(doc: JSON) -> list[ResourceType]:
     return out
 
 
+# The subresources the simulator serves: status, plus namespaces/finalize and
+# serviceaccounts/token (TokenRequest).
+SERVED_SUBRESOURCES = ("namespaces/finalize", "serviceaccounts/token")
+
+
+def served_subresource(resource: str, sub: str) -> bool:
+    return sub == "status" or f"{resource}/{sub}" in SERVED_SUBRESOURCES
+
+
 def only_status_subresources(doc: JSON) -> JSON:
-    """The reference with every subresource but status removed (we serve only status)."""
+    """The reference without the subresources we do not serve (pods/exec, .../scale...)."""
     doc = json.loads(json.dumps(doc))
     for item in doc["items"]:
         for version in item["versions"]:
             for r in version["resources"]:
-                subs = [s for s in r.pop("subresources", []) if s["subresource"] == "status"]
+                subs = [s for s in r.pop("subresources", [])
+                        if served_subresource(r["resource"], s["subresource"])]
                 if subs:
                     r["subresources"] = subs
     return doc
@@ -132,10 +142,12 @@ def test_resource_lists_match_reference(number: str) -> None:
     group, _, version = ref["groupVersion"].rpartition("/")
     ours = disc.api_resource_list(types, group, version)
     assert ours is not None
-    # We serve the status subresource only; drop the others (pods/exec, deployments/scale...).
+    # We serve status, namespaces/finalize and serviceaccounts/token; drop the others
+    # (pods/exec, deployments/scale...).
     expected = dict(ref)
     expected["resources"] = [
-        r for r in ref["resources"] if "/" not in r["name"] or r["name"].endswith("/status")
+        r for r in ref["resources"]
+        if "/" not in r["name"] or served_subresource(*r["name"].split("/"))
     ]
     assert dumps(ours) == dumps(expected)
 

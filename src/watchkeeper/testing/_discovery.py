@@ -195,6 +195,28 @@ def _unique(types: Iterable[ResourceType]) -> list[ResourceType]:
     return out
 
 
+# The order kube-apiserver 1.28 lists its built-in groups in, by APIService priority (003,
+# 008); groups it does not know (custom resources) follow in order of first appearance.
+_GROUP_ORDER = (
+    "", "apiregistration.k8s.io", "apps", "events.k8s.io", "authentication.k8s.io",
+    "authorization.k8s.io", "autoscaling", "batch", "certificates.k8s.io", "networking.k8s.io",
+    "policy", "rbac.authorization.k8s.io", "storage.k8s.io", "admissionregistration.k8s.io",
+    "apiextensions.k8s.io", "scheduling.k8s.io", "coordination.k8s.io", "node.k8s.io",
+    "discovery.k8s.io", "flowcontrol.apiserver.k8s.io",
+)
+_GROUP_RANK = {g: i for i, g in enumerate(_GROUP_ORDER)}
+
+# Subresources the simulator serves besides status, as (group, plural) -> entries of
+# (subresource, response group, response version, response kind or "" for the parent's kind,
+# verbs); described as in 004 and 007.
+_Sub = tuple[str, str, str, str, tuple[str, ...]]
+_MORE_SUBRESOURCES: dict[tuple[str, str], tuple[_Sub, ...]] = {
+    ("", "namespaces"): (("finalize", "", "", "", ("update",)),),
+    ("", "serviceaccounts"): (
+        ("token", "authentication.k8s.io", "v1", "TokenRequest", ("create",)),),
+}
+
+
 def group_versions(types: Iterable[ResourceType]) -> dict[str, list[str]]:
     """Group name -> its versions, preferred first; groups in order of first appearance.
 
@@ -203,7 +225,8 @@ def group_versions(types: Iterable[ResourceType]) -> dict[str, list[str]]:
     groups: dict[str, set[str]] = {}
     for rt in types:
         groups.setdefault(rt.group, set()).add(rt.version)
-    return {g: sorted(vs, key=version_priority) for g, vs in groups.items()}
+    ordered = sorted(groups, key=lambda g: _GROUP_RANK.get(g, len(_GROUP_RANK)))
+    return {g: sorted(groups[g], key=version_priority) for g in ordered}
 
 
 def _in_gv(types: Iterable[ResourceType], group: str, version: str) -> list[ResourceType]:
@@ -299,6 +322,29 @@ def _status_entry(rt: ResourceType) -> JSON:
     }
 
 
+def _subresources(rt: ResourceType) -> list[_Sub]:
+    """Every served subresource of ``rt``, sorted by name as the apiserver lists them."""
+    subs = list(_MORE_SUBRESOURCES.get((rt.group, rt.plural), ()))
+    if rt.has_status:
+        subs.append(("status", "", "", "", tuple(_STATUS_VERBS)))
+    return sorted(subs)
+
+
+def _subresource_entries(rt: ResourceType) -> list[JSON]:
+    out: list[JSON] = []
+    for name, group, version, kind, verbs in _subresources(rt):
+        if name == "status":
+            out.append(_status_entry(rt))
+            continue
+        entry: JSON = {"name": f"{rt.plural}/{name}", "singularName": "",
+                       "namespaced": rt.namespaced}
+        if group:
+            entry["group"], entry["version"] = group, version
+        entry.update(kind=kind or rt.kind, verbs=list(verbs))
+        out.append(entry)
+    return out
+
+
 def api_resource_list(types: Iterable[ResourceType], group: str, version: str) -> JSON | None:
     """``GET /api/v1`` or ``/apis/G/V``: APIResourceList (004, 005, 139); None if not served.
 
@@ -311,8 +357,7 @@ def api_resource_list(types: Iterable[ResourceType], group: str, version: str) -
     resources: list[JSON] = []
     for rt in selected:
         resources.append(_resource_entry(rt))
-        if rt.has_status:
-            resources.append(_status_entry(rt))
+        resources.extend(_subresource_entries(rt))
     body: JSON = {"kind": "APIResourceList"}
     if group:
         body["apiVersion"] = "v1"
@@ -345,13 +390,16 @@ def _aggregated_resource(rt: ResourceType) -> JSON:
         entry["shortNames"] = list(rt.short_names)
     if rt.categories:
         entry["categories"] = list(rt.categories)
-    if rt.has_status:
+    subs = _subresources(rt)
+    if subs:
         entry["subresources"] = [
             {
-                "subresource": "status",
-                "responseKind": _response_kind(rt),
-                "verbs": list(_STATUS_VERBS),
+                "subresource": name,
+                "responseKind": {"group": group, "version": version, "kind": kind}
+                if kind else _response_kind(rt),
+                "verbs": list(verbs),
             }
+            for name, group, version, kind, verbs in subs
         ]
     return entry
 

@@ -72,7 +72,12 @@ def _discovery(path: str, headers: Mapping[str, str], types: Sequence[ResourceTy
 def _openapi(path: str, headers: Mapping[str, str], query: Mapping[str, str],
              types: Sequence[ResourceType]) -> web.Response | None:
     if path == "/openapi/v2":
-        return document_response(openapi_v2_response(headers.get("Accept")))
+        resp = document_response(openapi_v2_response(headers.get("Accept")))
+        # its handler sits behind a gzip wrapper, which names Accept-Encoding first (021)
+        vary = resp.headers.popall("Vary", [])
+        for value in ("Accept-Encoding", *vary):
+            resp.headers.add("Vary", value)
+        return resp
     if path == OPENAPI_V3:
         return document_response(openapi_v3_index_response(types))
     if path.startswith(OPENAPI_V3 + "/"):

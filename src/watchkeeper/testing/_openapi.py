@@ -21,19 +21,22 @@ abort on a 404 (1.29+ no longer do), so an empty but valid v2 document is served
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
+import msgspec
+
 from watchkeeper.testing._discovery import (
     Document,
-    encode_json,
     etag_matches,
     group_versions,
     media_ranges,
 )
+from watchkeeper.testing._schemas import REAL_SCHEMAS
 from watchkeeper.testing._store import ResourceType
 
 JSON = dict[str, Any]
@@ -261,8 +264,9 @@ _COMMON_PROPS: JSON = {
 def _kind_schemas(rt: ResourceType) -> dict[str, JSON]:
     name = schema_name(rt.group, rt.version, rt.kind, rt.is_custom)
     list_name = schema_name(rt.group, rt.version, rt.list_kind, rt.is_custom)
+    real = REAL_SCHEMAS.get(name)
     return {
-        name: {
+        name: copy.deepcopy(real) if real is not None else {
             "description": f"{rt.kind} (schema kept minimal by the simulator: the server "
             "validates, unknown fields are accepted here).",
             "type": "object",
@@ -381,6 +385,11 @@ def _hash(body: bytes) -> str:
     return hashlib.sha512(body).hexdigest().upper()
 
 
+def _encode(doc: Any) -> bytes:
+    """json.Marshal: compact and, unlike the negotiated encoder, no trailing newline (018)."""
+    return msgspec.json.encode(doc)
+
+
 @lru_cache(maxsize=256)
 def _encoded(types: tuple[ResourceType, ...], group: str,
              version: str) -> tuple[bytes, str] | None:
@@ -388,7 +397,7 @@ def _encoded(types: tuple[ResourceType, ...], group: str,
     doc = openapi_v3_document(types, group, version)
     if doc is None:
         return None
-    body = encode_json(doc)
+    body = _encode(doc)
     return body, _hash(body)
 
 
@@ -412,12 +421,19 @@ def openapi_v3_index(types: Iterable[ResourceType]) -> JSON:
     return {"paths": dict(sorted(paths.items()))}
 
 
+# The documents are written by http.ServeContent, which adds these two (018, 019, 021);
+# Last-Modified is when the document was built: here, when the simulator module loaded.
+_SERVED = {"Accept-Ranges": "bytes",
+           "Last-Modified": datetime.now(UTC).strftime("%a, %d %b %Y %H:%M:%S GMT")}
+
+
 def openapi_v3_index_response(types: Iterable[ResourceType]) -> Document:
     """The index answer: a JSON body served as ``text/plain; charset=utf-8`` like 018."""
     return Document(
         200,
-        encode_json(openapi_v3_index(types)),
-        {"Cache-Control": "no-cache, private", "Content-Type": "text/plain; charset=utf-8"},
+        _encode(openapi_v3_index(types)),
+        {**_SERVED, "Cache-Control": "no-cache, private",
+         "Content-Type": "text/plain; charset=utf-8"},
     )
 
 
@@ -466,7 +482,7 @@ def openapi_v3_response(
         headers["Expires"] = _http_date(expires)
     if etag_matches(if_none_match, etag):
         return Document(304, b"", {k: v for k, v in headers.items() if k != "Content-Type"})
-    return Document(200, body, headers)
+    return Document(200, body, {**_SERVED, **headers})
 
 
 def _proto_field(number: int, payload: bytes) -> bytes:
@@ -503,11 +519,12 @@ def openapi_v2_response(accept: str | None = None) -> Document:
     Protobuf when the Accept names it (kubectl always does), JSON otherwise.
     """
     protobuf = any("protobuf" in r.subtype for r in media_ranges(accept))
-    body = _V2_PROTOBUF if protobuf else encode_json(_V2_JSON)
+    body = _V2_PROTOBUF if protobuf else _encode(_V2_JSON)
     return Document(
         200,
         body,
         {
+            **_SERVED,
             "Cache-Control": "no-cache, private",
             "Content-Type": V2_PROTOBUF_TYPE if protobuf else "application/json",
             "Etag": f'"{_hash(body)}"',

@@ -21,12 +21,12 @@ from typing import Any
 
 from watchkeeper.testing import (
     _fields,
+    _keyorder,
     _metavalid,
     _namespaces,
     _patch,
     _status,
     _validation,
-    _wire,
 )
 from watchkeeper.testing._gc import FOREGROUND, ORPHAN, GarbageCollector
 from watchkeeper.testing._resources import CRD_GROUP, CRDError, crd_types
@@ -94,7 +94,7 @@ def present(obj: JSON, rt: ResourceType) -> JSON:
     out: JSON = {"kind": rt.kind, "apiVersion": rt.group_version}
     out.update((k, v) for k, v in obj.items() if k not in ("kind", "apiVersion"))
     if rt.is_custom:  # unstructured: every key sorted (140-146)
-        return _wire.sort_object(out)
+        return _keyorder.sort_object(out)
     return out
 
 
@@ -740,9 +740,9 @@ class Registry:
 def _order_meta(obj: JSON, rt: ResourceType) -> JSON:
     """Metadata keys in the apiserver's order, so dumps read like the real thing."""
     if not rt.is_custom:
-        _wire.canonical(obj, rt.group, rt.plural)
+        _keyorder.canonical(obj, rt.group, rt.plural)
     meta = obj.get("metadata") or {}
-    ordered = {k: meta[k] for k in _wire.META_ORDER if k in meta}
+    ordered = {k: meta[k] for k in _keyorder.META_ORDER if k in meta}
     ordered.update((k, v) for k, v in meta.items() if k not in ordered)
     obj["metadata"] = ordered
     return obj

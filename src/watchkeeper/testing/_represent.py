@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from watchkeeper.testing import _http, _wire
+from watchkeeper.testing import _http, _keyorder, _protobuf
 from watchkeeper.testing._registry import present
 from watchkeeper.testing._store import JSON, ResourceType, StoreError
 from watchkeeper.testing._table import (
@@ -51,7 +51,7 @@ def negotiate(accept: str | None, query: Mapping[str, str], rt: ResourceType, *,
     A watch streams single objects, so it takes ``as=PartialObjectMetadata`` (not ...List),
     and it cannot stream YAML (the apiserver has no YAML stream serializer).
     """
-    rep = parse_accept(accept)
+    rep = parse_accept(accept, protobuf=not watch and _protobuf.supports(rt))
     if rep is None or (watch and rep == "yaml"):
         raise StoreError(not_acceptable_status())
     mismatch = representation_mismatch_status(rep, rt, is_list and not watch)
@@ -65,11 +65,26 @@ def negotiate(accept: str | None, query: Mapping[str, str], rt: ResourceType, *,
     return Output(rep, include)
 
 
+class _GoYamlDumper(yaml.SafeDumper):
+    """go-yaml quotes a scalar that needs quoting with double quotes (``c: "3"``, 125),
+    where PyYAML would pick single quotes."""
+
+    def choose_scalar_style(self) -> str:
+        style: str = super().choose_scalar_style()
+        return '"' if style == "'" else style
+
+
 def yaml_response(body: Any, status: int = 200) -> web.Response:
     """A YAML body as the apiserver writes it (125): keys sorted, block style."""
-    text = yaml.safe_dump(body, default_flow_style=False, sort_keys=True, allow_unicode=True)
+    text = yaml.dump(body, Dumper=_GoYamlDumper, default_flow_style=False, sort_keys=True,
+                     allow_unicode=True)
     return web.Response(body=text.encode(), status=status,
                         headers={**_http.BASE_HEADERS, "Content-Type": YAML_CONTENT_TYPE})
+
+
+def _protobuf_response(body: bytes) -> web.Response:
+    return web.Response(body=body, headers={**_http.BASE_HEADERS,
+                                            "Content-Type": _protobuf.CONTENT_TYPE})
 
 
 def _send(out: Output, body: JSON) -> web.Response:
@@ -84,6 +99,8 @@ def object_response(out: Output, rt: ResourceType, obj: JSON) -> web.Response:
         return _http.json_response(table_for_object(rt, obj, out.include))
     if out.rep == "partial":
         return _http.json_response(partial_object_metadata(obj))
+    if out.rep == "protobuf":
+        return _protobuf_response(_protobuf.encode_object(rt, obj))
     return _send(out, obj)
 
 
@@ -102,11 +119,13 @@ def list_response(out: Output, rt: ResourceType, items: list[JSON], meta: JSON) 
         return _http.json_response(table_for_list(rt, rows, meta, out.include))
     if out.rep == "partial-list":
         return _http.json_response(partial_object_metadata_list(items, meta))
+    if out.rep == "protobuf":
+        return _protobuf_response(_protobuf.encode_list(rt, items, meta))
     body: JSON = {"kind": rt.list_kind, "apiVersion": rt.group_version, "metadata": meta,
                   "items": [list_item(rt, i) for i in items]}
     if rt.is_custom:  # an unstructured list: continue always set, every key sorted (138)
         body["metadata"] = {"continue": "", **meta}
-        body = _wire.sort_object(body)
+        body = _keyorder.sort_object(body)
     return _send(out, body)
 
 

@@ -68,7 +68,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     _rt("coordination.k8s.io", "v1", "leases", "Lease"),
     _rt("events.k8s.io", "v1", "events", "Event", short=("ev",)),
     _rt("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
-        False, ("crd", "crds"), status=True, generation=True),
+        False, ("crd", "crds"), status=True, generation=True, categories=("api-extensions",)),
     _rt("rbac.authorization.k8s.io", "v1", "roles", "Role"),
     _rt("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
     _rt("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),

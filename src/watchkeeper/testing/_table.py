@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from watchkeeper.testing import _wire
+from watchkeeper.testing import _keyorder
 from watchkeeper.testing._discovery import media_ranges
 from watchkeeper.testing._store import ResourceType
 
 JSON = dict[str, Any]
 
-Representation = Literal["table", "partial", "partial-list", "json", "yaml"]
+Representation = Literal["table", "partial", "partial-list", "json", "yaml", "protobuf"]
 IncludeObject = Literal["None", "Metadata", "Object"]
 
 META_V1 = "meta.k8s.io/v1"
@@ -260,7 +260,7 @@ def partial_object_metadata(obj: Mapping[str, Any]) -> JSON:
     return {
         "kind": "PartialObjectMetadata",
         "apiVersion": META_V1,
-        "metadata": _wire.object_meta(dict(_dict(obj, "metadata"))),
+        "metadata": _keyorder.object_meta(dict(_dict(obj, "metadata"))),
     }
 
 
@@ -385,14 +385,15 @@ _AS_KINDS: dict[str, Representation] = {
 }
 
 
-def parse_accept(accept: str | None) -> Representation | None:
+def parse_accept(accept: str | None, protobuf: bool = False) -> Representation | None:
     """The representation to send for an Accept header; None means 406 (124).
 
     ``as=Table`` / ``as=PartialObjectMetadata(List)`` clauses count only for JSON with
     ``g=meta.k8s.io;v=v1`` (v1beta1 is skipped, so kubectl's header lands on v1). Plain JSON,
     ``*/*`` and ``application/*`` mean the object as JSON, ``application/yaml`` as YAML (the
-    real server serves YAML, 125). Protobuf and CBOR are never produced, so clauses asking
-    only for them are skipped, and an Accept with nothing usable is refused.
+    real server serves YAML, 125). Protobuf only when ``protobuf`` says the kind can be
+    encoded (126); otherwise, like CBOR, its clauses are skipped, and an Accept with nothing
+    usable is refused.
     """
     if not (accept or "").strip():
         return "json"
@@ -413,6 +414,8 @@ def parse_accept(accept: str | None) -> Representation | None:
             return "json"
         if r.type == "application" and r.subtype == "yaml":
             return "yaml"
+        if protobuf and r.type == "application" and r.subtype == "vnd.kubernetes.protobuf":
+            return "protobuf"
     return None
 
 

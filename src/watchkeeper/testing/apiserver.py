@@ -46,11 +46,12 @@ from aiohttp import web
 
 from watchkeeper.client.auth import StaticToken
 from watchkeeper.client.config import ClientConfig
-from watchkeeper.testing import _http, _status
+from watchkeeper.testing import _http, _status, _wire
 from watchkeeper.testing._bootstrap import bootstrap_objects
 from watchkeeper.testing._deprecation import DEPRECATION, add_warning, deprecation_warning
 from watchkeeper.testing._gc import GarbageCollector
 from watchkeeper.testing._handlers import HandlerOptions, Handlers
+from watchkeeper.testing._health import HEALTH_PATHS, health_text
 from watchkeeper.testing._http import Route, parse_path, verb_of
 from watchkeeper.testing._impersonation import ImpersonationError, impersonation, requested
 from watchkeeper.testing._nonresource import serve_document
@@ -539,8 +540,10 @@ class ApiServer:
             log.exception("simulator error on %s %s", request.method, request.path)
             resp = _http.status_response(_status.internal(
                 f"Internal error occurred: {type(exc).__name__}: {exc}", "InternalError"))
+        _wire.prettify(request, resp)
         if not request.path.startswith("/openapi/"):
             _http.compress(request, resp)
+        _wire.chunk(request, resp)
         if rec.status is None:
             rec.status = resp.status
         return resp
@@ -649,8 +652,8 @@ class ApiServer:
             return _http.forbidden_response(self.rbac.forbidden(attrs, decision.reason))
         if path == "/version":
             return _http.json_response(VERSION_INFO)
-        if path in ("/healthz", "/readyz", "/livez"):
-            return _http.text_response("ok", 200)
+        if path in HEALTH_PATHS:
+            return _http.text_response(health_text(path, request.query), 200)
         doc = serve_document(request, path, list(self.store.types.values()),
                              f"{self.host}:{self.port}")
         return doc if doc is not None else _http.page_not_found()
