@@ -160,6 +160,7 @@ async def assert_same_as_kubectl(cfg: ClientConfig, view: dict[str, Any]) -> Non
     assert cfg.ca_data == _decoded(c.get("certificate-authority-data"))
     assert cfg.insecure_skip_tls_verify == c.get("insecure-skip-tls-verify", False)
     assert cfg.tls_server_name == c.get("tls-server-name")
+    assert cfg.disable_compression == c.get("disable-compression", False)
     assert cfg.namespace == ctx["context"].get("namespace", "default")
     user: dict[str, Any] = view["users"][0]["user"] if view.get("users") else {}
     assert cfg.client_cert_data == _decoded(user.get("client-certificate-data"))
@@ -181,6 +182,7 @@ Scenario = Callable[[Path, Path, Pki], tuple[str | None, str | None]]
 def single_file(tmp: Path, home: Path, pki: Pki) -> tuple[str | None, str | None]:
     doc = base_doc(pki)
     doc["clusters"][0]["cluster"]["tls-server-name"] = "api.internal"
+    doc["clusters"][0]["cluster"]["disable-compression"] = True
     return str(write(tmp / "one.yaml", doc)), None
 
 

@@ -97,7 +97,7 @@ class Transport:
             )
             self._session = aiohttp.ClientSession(
                 connector=connector,
-                headers={"User-Agent": USER_AGENT},
+                headers={"User-Agent": USER_AGENT, **_encoding(self.config)},
                 auto_decompress=True,
                 skip_auto_headers=("Content-Type",),
             )
@@ -259,6 +259,11 @@ class _GuardedReader:
 
     def at_eof(self) -> bool:
         return self._content.at_eof()
+
+
+def _encoding(config: ClientConfig) -> dict[str, str]:
+    """aiohttp asks for gzip and deflate by default; ``identity`` turns compression off."""
+    return {"Accept-Encoding": "identity"} if config.disable_compression else {}
 
 
 def _cause(exc: BaseException) -> BaseException | None:
