@@ -22,6 +22,7 @@ from watchkeeper.client.auth import NoAuth, TokenFile
 from watchkeeper.client.config import (
     ClientConfig,
     ConfigError,
+    Impersonation,
     load_config,
     load_incluster,
     load_kubeconfig,
@@ -165,6 +166,10 @@ async def assert_same_as_kubectl(cfg: ClientConfig, view: dict[str, Any]) -> Non
     user: dict[str, Any] = view["users"][0]["user"] if view.get("users") else {}
     assert cfg.client_cert_data == _decoded(user.get("client-certificate-data"))
     assert cfg.client_key_data == _decoded(user.get("client-key-data"))
+    extra = user.get("as-user-extra") or {}
+    assert cfg.impersonate == (Impersonation(
+        user["as"], user.get("as-uid"), tuple(user.get("as-groups") or ()),
+        tuple((k, tuple(v)) for k, v in sorted(extra.items()))) if user.get("as") else None)
     headers = await cfg.auth.headers()
     if "token" in user:
         assert headers == {"Authorization": f"Bearer {user['token']}"}
@@ -183,6 +188,8 @@ def single_file(tmp: Path, home: Path, pki: Pki) -> tuple[str | None, str | None
     doc = base_doc(pki)
     doc["clusters"][0]["cluster"]["tls-server-name"] = "api.internal"
     doc["clusters"][0]["cluster"]["disable-compression"] = True
+    doc["users"][0]["user"].update({"as": "jane", "as-uid": "j-1", "as-groups": ["devs", "qa"],
+                                    "as-user-extra": {"team": ["a", "b"], "env": ["x"]}})
     return str(write(tmp / "one.yaml", doc)), None
 
 

@@ -2,7 +2,7 @@
 
 from watchkeeper.client.api import Api, ObjectList, RawEvent, WatchStream
 from watchkeeper.client.client import Client
-from watchkeeper.client.config import ClientConfig, ConfigError
+from watchkeeper.client.config import ClientConfig, ConfigError, Impersonation
 from watchkeeper.client.errors import (
     AlreadyExists,
     ApiError,
@@ -35,6 +35,7 @@ __all__ = [
     "ConnectionFailed",
     "Forbidden",
     "Gone",
+    "Impersonation",
     "Invalid",
     "InvalidResponse",
     "NotFound",

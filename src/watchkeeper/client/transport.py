@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+from multidict import CIMultiDict
 
 from watchkeeper._version import __version__
 from watchkeeper.client.auth import ClientCertificateSource
@@ -131,6 +132,12 @@ class Transport:
         if isinstance(self.config.auth, ClientCertificateSource):
             await self.close()
 
+    async def _headers(self, accept: str, method: str, path: str) -> CIMultiDict[str]:
+        headers = CIMultiDict({"Accept": accept, **await self._auth_headers(method, path)})
+        if self.config.impersonate is not None:
+            headers.extend(self.config.impersonate.headers())
+        return headers
+
     def _warn(self, headers: Mapping[str, str]) -> None:
         if "Warning" in headers:
             getall = getattr(headers, "getall", None)
@@ -156,7 +163,7 @@ class Transport:
     ) -> Response:
         """One request, retried once after a 401 with refreshed credentials."""
         for attempt in (1, 2):
-            headers = {"Accept": accept, **await self._auth_headers(method, path)}
+            headers = await self._headers(accept, method, path)
             if content_type:
                 headers["Content-Type"] = content_type
             timeout = aiohttp.ClientTimeout(
@@ -203,7 +210,7 @@ class Transport:
         ``read_timeout`` bounds each read, so a silent stream fails with ``Timeout``.
         """
         for attempt in (1, 2):
-            headers = {"Accept": accept, **await self._auth_headers(method, path)}
+            headers = await self._headers(accept, method, path)
             timeout = aiohttp.ClientTimeout(
                 total=None, sock_connect=self.timeouts.connect, sock_read=read_timeout
             )
