@@ -12,7 +12,7 @@ from watchkeeper.testing import _status
 from watchkeeper.testing._store import JSON, ResourceType
 
 _NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 _CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 
@@ -27,7 +27,7 @@ _QUALIFIED_MSG = (
     "'123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') "
     "with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
 )
-_SUBDOMAIN_MSG = (
+SUBDOMAIN_MSG = (
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' "
     "or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex "
     "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
@@ -60,8 +60,8 @@ def qualified_name_errors(value: str) -> list[str]:
             return ["prefix part must be non-empty"]
         if len(prefix) > 253:
             return ["prefix part must be no more than 253 characters"]
-        if not _SUBDOMAIN.fullmatch(prefix):
-            return ["prefix part " + _SUBDOMAIN_MSG]
+        if not SUBDOMAIN.fullmatch(prefix):
+            return ["prefix part " + SUBDOMAIN_MSG]
     else:
         return [_QUALIFIED_MSG]
     if not name:

@@ -40,13 +40,7 @@ from watchkeeper.testing._store import (
 )
 from watchkeeper.testing._validation import FieldCheck
 
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_SUBDOMAIN_MSG = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' "
-    "or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex "
-    "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-)
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _LABEL_MSG = (
     "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
     "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
@@ -186,10 +180,10 @@ class Registry:
                                       "metadata.name")]
             return []
         label = rt.plural in _DNS_LABEL_PLURALS
-        ok = (_LABEL if label else _SUBDOMAIN).fullmatch(name) and len(name) <= (63 if label
-                                                                             else 253)
+        pattern = _LABEL if label else _metavalid.SUBDOMAIN
+        ok = pattern.fullmatch(name) and len(name) <= (63 if label else 253)
         if not ok:
-            msg = f'Invalid value: "{name}": ' + (_LABEL_MSG if label else _SUBDOMAIN_MSG)
+            msg = f'Invalid value: "{name}": ' + (_LABEL_MSG if label else _metavalid.SUBDOMAIN_MSG)
             return [_status.cause("FieldValueInvalid", msg, "metadata.name")]
         return []
 
