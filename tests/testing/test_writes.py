@@ -305,3 +305,25 @@ async def test_namespace_deletion(apiserver: ApiServer, req) -> None:
     assert status == 404
     status, _, _ = await req("GET", "/api/v1/namespaces/doomed/configmaps/x")
     assert status == 404
+
+
+async def test_dependents_are_collected_after_sweeps_that_found_none() -> None:
+    """Removals sweep only while some object has owners: one made later must still go
+    with its owner (the collector's notice on owner references, not on removal)."""
+    import asyncio
+
+    async with ApiServer() as srv:
+        owner = srv.create_object(cm("owner"))
+        srv.create_object(cm("unrelated"))
+        srv.delete_object("v1", "ConfigMap", "unrelated", namespace="default")
+        await asyncio.sleep(0.1)  # a sweep that found no dependents
+        child = cm("child")
+        child["metadata"]["ownerReferences"] = [{
+            "apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+            "uid": owner["metadata"]["uid"]}]
+        srv.create_object(child)
+        srv.delete_object("v1", "ConfigMap", "owner", namespace="default")
+        rt = srv.resource("v1", "configmaps")
+        async with asyncio.timeout(5):
+            while srv.store.peek(rt, "default", "child") is not None:
+                await asyncio.sleep(0.02)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-from multidict import CIMultiDict
+from multidict import CIMultiDict, CIMultiDictProxy
 
 from watchkeeper._version import __version__
 from watchkeeper.client.auth import ClientCertificateSource
@@ -138,12 +138,9 @@ class Transport:
             headers.extend(self.config.impersonate.headers())
         return headers
 
-    def _warn(self, headers: Mapping[str, str]) -> None:
-        if "Warning" in headers:
-            getall = getattr(headers, "getall", None)
-            values = getall("Warning") if getall is not None else [headers["Warning"]]
-            for text in parse_warnings(values):
-                self.on_warning(text)
+    def _warn(self, headers: CIMultiDictProxy[str]) -> None:
+        for text in parse_warnings(headers.getall("Warning", ())):
+            self.on_warning(text)
 
     def _kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = {}

@@ -583,7 +583,8 @@ class Registry:
             self.gc.notice()
 
     def _after_removal(self, rt: ResourceType, old: JSON) -> None:
-        self._gc_notice()
+        if self.gc is not None:
+            self.gc.notice_removal()
         if rt.key == ("", "namespaces"):
             return
         if rt.key == (CRD_GROUP, "customresourcedefinitions"):
@@ -721,7 +722,8 @@ class Registry:
         if remaining:
             return False
         self.store.remove(self.ns_type(), "", name)
-        self._gc_notice()
+        if self.gc is not None:
+            self.gc.notice_removal()
         return True
 
     def cancel_background(self) -> None:
