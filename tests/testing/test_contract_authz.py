@@ -20,9 +20,7 @@ import pytest
 from watchkeeper.testing import ApiServer
 
 from ._util import cm
-from .test_contract import REF, assert_same_status, ctype, load, norm, replay
-
-pytestmark = pytest.mark.skipif(not REF.is_dir(), reason="reference pack not available")
+from .test_contract import assert_same_status, ctype, load, norm, replay
 
 RBAC = "rbac.authorization.k8s.io"
 KUBECTL = os.environ.get("WATCHKEEPER_KUBECTL", "/usr/bin/kubectl")

@@ -25,8 +25,6 @@ from watchkeeper.testing._store import ResourceType
 
 from .test_contract import REF, assert_same_status, ctype, load, norm
 
-pytestmark = pytest.mark.skipif(not REF.is_dir(), reason="reference pack not available")
-
 CURL = "curl/7.88.1"
 HASH = re.compile(r"[0-9A-F]{128}")
 

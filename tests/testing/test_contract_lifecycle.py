@@ -21,9 +21,7 @@ from watchkeeper.testing import ApiServer
 from watchkeeper.testing._store import StoreError
 
 from ._util import cm, open_watch
-from .test_contract import REF, assert_same_status, ctype, load, norm, replay
-
-pytestmark = pytest.mark.skipif(not REF.is_dir(), reason="reference pack not available")
+from .test_contract import assert_same_status, ctype, load, norm, replay
 
 World = tuple[ApiServer, aiohttp.ClientSession]
 

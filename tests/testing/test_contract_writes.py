@@ -21,10 +21,8 @@ import pytest
 
 from watchkeeper.testing import ApiServer
 
-from .test_contract import REF, assert_same_status, ctype, load, replay
+from .test_contract import assert_same_status, ctype, load, replay
 from .test_contract import world as world
-
-pytestmark = pytest.mark.skipif(not REF.is_dir(), reason="reference pack not available")
 
 CURL = "curl/7.88.1"
 _VOLATILE = {"uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "time",

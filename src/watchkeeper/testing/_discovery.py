@@ -1,7 +1,7 @@
 """Discovery documents (legacy and aggregated) the simulator serves, as pure functions.
 
 kubectl and client-go decide what a cluster serves from these documents alone, so their shape
-follows kube-apiserver 1.28 (shared/reference/apiserver-1.28, files 002-013 and 139) down to
+follows kube-apiserver 1.28 (tests/fixtures/apiserver-1.28, files 002-013 and 139) down to
 key order and the headers that drive client caching. Nothing here does HTTP: each function takes
 the served ``ResourceType``s and returns a dict, or a ``Document`` (status, body, headers) the
 HTTP layer can send unchanged.

@@ -1,7 +1,7 @@
 """Kubernetes ``Status`` bodies with the real kube-apiserver 1.28 wording.
 
 Every error the simulator returns is built here, so the wording lives in one place and can be
-compared with shared/reference/apiserver-1.28 in the contract tests.
+compared with tests/fixtures/apiserver-1.28 in the contract tests.
 """
 
 from __future__ import annotations

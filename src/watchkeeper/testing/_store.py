@@ -4,7 +4,7 @@ CONTRACT (the registry and the HTTP layer code against this):
 - One global resourceVersion counter (like etcd's revision): every write bumps it by one and
   the written object carries it as a decimal string in metadata.resourceVersion.
 - Errors are raised as ``StoreError(status)`` where ``status`` is the full Kubernetes ``Status``
-  dict with the real apiserver's wording (see shared/reference/apiserver-1.28/*.json).
+  dict with the real apiserver's wording (see tests/fixtures/apiserver-1.28/*.json).
 - A bounded history of changes (by count and by age, on the injectable ``clock``) serves
   watches from an old resourceVersion, Exact lists and continue tokens; anything older than
   the history is Gone (410). ``compact()`` drops the whole history at once.
