@@ -45,6 +45,8 @@ __all__ = [
     "describe_error",
 ]
 
+_EPSILON = 0.001  # a leader steps down this much before its renew deadline, never later
+
 #: Repeats of the same failure while not leading are logged at most this often (seconds).
 REPEAT_LOG_INTERVAL = 60.0
 
@@ -307,11 +309,12 @@ class LeaderElector:
             remaining = self._last_renew + self.renew_deadline - self._now()
             await asyncio.sleep(max(0.0, min(self.retry_period, remaining)))
             remaining = self._last_renew + self.renew_deadline - self._now()
-            if remaining <= 0:
+            if remaining < _EPSILON:  # (a clock of finite resolution may never reach 0.0)
+                why = self.health.last_error or "only conflicting writes to the lease"
                 log.warning(
                     "lost leadership of lease %s: not renewed within the renew deadline "
-                    "(%g s); last error: %s", self.name, self.renew_deadline,
-                    self.health.last_error, extra=self._fields("lost"),
+                    "(%g s), stepping down; last error: %s", self.name, self.renew_deadline,
+                    why, extra=self._fields("lost"),
                 )
                 return
             started = self._now()
