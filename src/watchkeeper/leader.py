@@ -332,8 +332,8 @@ class LeaderElector:
                 self._last_renew = started
                 self._succeeded(leading=True)
                 continue
-            self._succeeded(leading=False)
             holder = self._holder(self._observed) if self._observed is not None else ""
+            self._succeeded(leading=holder == self.identity)
             if holder != self.identity:
                 log.warning("lost leadership of lease %s to %s", self.name, holder or "nobody",
                             extra=self._fields("lost"))
