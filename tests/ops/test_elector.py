@@ -269,3 +269,24 @@ async def test_started_while_the_api_is_down_then_exactly_one_leads(
     assert_reasons_named(warnings_of(caplog))
     cluster.never_two_leaders()
     cluster.alive()
+
+
+@pytest.mark.looptime
+async def test_a_429_retry_after_is_honoured_up_to_one_lease_duration(
+    cluster: Cluster,
+) -> None:
+    loop = asyncio.get_running_loop()
+    cluster.srv.faults.throttle(retry_after=7, path_prefix=LEASES, count=1)
+    start = loop.time()
+    e = await cluster.start("a")
+    await cluster.wait_one_leader(timeout=30)
+    assert 7 <= loop.time() - start < 8, loop.time() - start  # not after 2-4 s
+    assert e.health.errors == {"TooManyRequests": 1}
+    cluster.srv.faults.throttle(retry_after=86400, path_prefix=LEASES, user="b", count=1)
+    b = await cluster.start("b")
+    start = loop.time()
+    async with asyncio.timeout(30):
+        while b.health.state is not ElectorState.FOLLOWING:
+            await asyncio.sleep(0.01)
+    assert LEASE <= loop.time() - start < LEASE + 1  # capped at one lease duration
+    cluster.alive()
