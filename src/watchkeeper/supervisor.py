@@ -303,7 +303,8 @@ class Supervisor:
                     if handle._stable is not None:
                         handle._stable.cancel()
                         handle._stable = None
-                if self._closing:
+                if self._closing or self.failure is not None:
+                    # Shutting down, or failed already (first failure wins): not news.
                     log.debug("%s: task %r ended while closing: %s", self.name, status.name,
                               _describe_error(error))
                     self._set(status, TaskState.DONE)
