@@ -81,12 +81,9 @@ async def run(options: RunOptions) -> int:
                 f"{options.target} must return a watchkeeper.Operator, "
                 f"not {type(operator).__name__}"
             )
-        sup = Supervisor("watchkeeper run")
-        stop = asyncio.Event()
         probes = None
         if options.probe_port is not None:
             probes = HealthServer(options.probe_host, options.probe_port)
-            probes.add_controller(operator.controller).add_supervisor(sup)
             await probes.start()  # a busy port fails here, before anything runs
             log.info("probes and metrics on %s", probes.url)
         elector = None
@@ -101,23 +98,9 @@ async def run(options: RunOptions) -> int:
                 lease_duration=options.lease_duration, renew_deadline=options.renew_deadline,
                 retry_period=options.retry_period,
             )
-            if probes is not None:
-                probes.add_elector(elector)
         try:
-            async with sup:
-                if probes is not None:
-                    check = options.probe_check_interval
-                    sup.spawn("probe server", lambda: probes.serve(check), restart="backoff",
-                              backoff=ExponentialBackoff(1.0, 30.0, 2.0, 0.0, max_retries=5))
-                # A dead probe server drains the controller, then the run ends with it.
-                sup.failed_future.add_done_callback(lambda _f: stop.set())
-                await operator.controller.run(
-                    operator.reconcile, operator.error_policy, operator.context,
-                    elector=elector, stop=stop,
-                )
-                failure = sup.failure
-                if failure is not None:
-                    raise failure
+            await run_operator(operator, probes, elector,
+                               probe_check_interval=options.probe_check_interval)
         except wk.WatchkeeperError as exc:
             log.error("%s", exc)
             return 1
@@ -125,6 +108,37 @@ async def run(options: RunOptions) -> int:
             if probes is not None:
                 await probes.stop()
     return 0
+
+
+async def run_operator(
+    operator: wk.Operator,
+    probes: HealthServer | None,
+    elector: LeaderElector | None = None,
+    *,
+    probe_check_interval: float = 5.0,
+) -> None:
+    """Run the operator's controller with its probe server supervised beside it; raise a
+    ``WatchkeeperError`` (ControllerUnhealthy, LeadershipLost, TaskDied) on failure."""
+    sup = Supervisor("watchkeeper run")
+    stop = asyncio.Event()
+    if probes is not None:
+        probes.add_controller(operator.controller).add_supervisor(sup)
+        if elector is not None:
+            probes.add_elector(elector)
+    async with sup:
+        if probes is not None:
+            sup.spawn("probe server", lambda: probes.serve(probe_check_interval),
+                      restart="backoff",
+                      backoff=ExponentialBackoff(1.0, 30.0, 2.0, 0.0, max_retries=5))
+        # A dead probe server drains the controller, then the run ends with its TaskDied.
+        sup.failed_future.add_done_callback(lambda _f: stop.set())
+        await operator.controller.run(
+            operator.reconcile, operator.error_policy, operator.context,
+            elector=elector, stop=stop,
+        )
+        failure = sup.failure
+        if failure is not None:
+            raise failure
 
 
 def run_sync(options: RunOptions) -> int:

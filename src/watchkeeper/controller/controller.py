@@ -554,6 +554,15 @@ class Controller:
                 action = await self._reconcile_one(ref, obj, reconcile, error_policy, context)
                 if action.requeue_after is not None:
                     scheduler.schedule(ref, action.requeue_after)
+            except Exception:
+                # A crash here (not a reconcile error: those became an Action) must not lose
+                # the request: it runs again after the object's backoff; the supervisor
+                # restarts this worker.
+                delay = self._object_backoff.setdefault(
+                    ref, ExponentialBackoff(1.0, 300.0, 2.0, 0.1)
+                ).next()
+                scheduler.schedule(ref, delay or 300.0)
+                raise
             finally:
                 self._inflight.pop(ref, None)
                 scheduler.done(ref)
