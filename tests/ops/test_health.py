@@ -242,6 +242,7 @@ async def test_readiness_fails_when_every_reconcile_fails_and_says_why(
             await eventually(not_ready, 120)
             assert loop.time() - revoked >= 100  # the window counts from the last success
             status, text = await get(http, probes.url + "/readyz")
+            assert status == 503
             assert "[-] controller secrets: reconciles failing: every reconcile failed" in text
             assert (await get(http, probes.url + "/healthz"))[0] == 200  # readiness only
 
