@@ -179,3 +179,27 @@ async def test_fail_records_the_first_failure_only() -> None:
     sup.fail(first)
     sup.fail(second)
     assert await sup.failed() is first and sup.failure is first
+
+
+async def test_start_task_logs_a_fire_and_forget_crash_and_hands_an_awaited_one_over(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from watchkeeper.supervisor import start_task
+
+    async def crash(text: str) -> None:
+        await asyncio.sleep(1)
+        raise Boom(text)
+
+    caplog.set_level(logging.DEBUG, "watchkeeper.supervisor")
+    loose = start_task(crash("nobody awaits me"), name="gc worker")
+    awaited = start_task(crash("my awaiter sees me"), name="exec plugin", awaited=True)
+    with pytest.raises(Boom, match="my awaiter"):
+        await awaited
+    await asyncio.sleep(1)
+    assert loose.done()
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert errors == ["task 'gc worker' crashed: Boom: nobody awaits me"]
+    cancelled = start_task(asyncio.sleep(10), name="cancelled")
+    cancelled.cancel()
+    await asyncio.gather(cancelled, return_exceptions=True)
+    assert len([r for r in caplog.records if r.levelno == logging.ERROR]) == 1

@@ -1,7 +1,7 @@
 """``Supervisor``: the one place watchkeeper creates background tasks, so none dies silently.
 
-A bare ``asyncio.create_task`` that raises is noticed by nobody: the exception waits in the
-task until it is garbage-collected, while every probe stays green. A supervised task that
+A bare task that raises is noticed by nobody: the exception waits in the task until it
+is garbage-collected, while every probe stays green. A supervised task that
 raises is either restarted after a backoff delay (its status says ``degraded`` meanwhile,
 so health checks can show it), or it fails the supervisor: ``await sup.failed()`` returns a
 ``TaskDied`` naming the task, chained to its cause, and leaving ``async with`` raises it.
@@ -9,7 +9,9 @@ A task meant to run until stopped (``forever=True``, the default) that returns i
 too. Each state change is logged once; a crash loop with the same error is summarised.
 
 This module sits in the lowest layer (it imports only ``watchkeeper.errors``) because the
-client's exec-plugin refresher and the simulator create tasks as well.
+client's exec-plugin refresher and the simulator create tasks as well. For a one-shot
+task that its creator awaits or keeps to cancel, ``start_task`` is the same guarantee
+without a supervisor: its exception reaches the awaiters, or else is logged at ERROR.
 
     async with Supervisor("my controller") as sup:
         sup.spawn("watch pods", lambda: follow(pods), restart="backoff")
@@ -22,11 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from types import TracebackType
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from watchkeeper.errors import WatchkeeperError
 
@@ -37,10 +40,12 @@ __all__ = [
     "TaskHandle",
     "TaskState",
     "TaskStatus",
+    "start_task",
 ]
 
 log = logging.getLogger("watchkeeper.supervisor")
 
+T = TypeVar("T")
 Factory = Callable[[], Coroutine[Any, Any, Any]]
 Restart = Literal["never", "backoff"]
 
@@ -208,7 +213,7 @@ class Supervisor:
         status = TaskStatus(name, TaskState.RUNNING, loop.time(), restart=restart,
                             critical=critical)
         handle = TaskHandle(status, factory, backoff or _DoublingBackoff(), forever)
-        handle.task = loop.create_task(self._run(handle), name=f"{self.name}: {name}")  # supervisor
+        handle.task = _create_task(self._run(handle), f"{self.name}: {name}")
         handle.task.add_done_callback(lambda _t: self._ended(handle))
         self._tasks[name] = handle
         return handle
@@ -386,3 +391,31 @@ def _exc_info(
     error: BaseException | None,
 ) -> tuple[type[BaseException], BaseException, TracebackType | None] | None:
     return (type(error), error, error.__traceback__) if error is not None else None
+
+
+def start_task(
+    coro: Coroutine[Any, Any, T], *, name: str, awaited: bool = False
+) -> asyncio.Task[T]:
+    """Start a one-shot task outside a ``Supervisor``, without letting its death go unseen.
+
+    ``awaited=True``: the creator awaits it (its awaiters get the exception); the outcome
+    is retrieved anyway, so a task whose awaiters were all cancelled is not reported as
+    "never retrieved". ``awaited=False`` (fire and forget): an exception is logged at ERROR
+    with its traceback. Cancellation is never an error."""
+    task = _create_task(coro, name)
+    task.add_done_callback(functools.partial(_report, awaited))
+    return task
+
+
+def _report(awaited: bool, task: asyncio.Task[Any]) -> None:
+    if task.cancelled():
+        return
+    error = task.exception()  # retrieved: asyncio will not warn about it
+    if error is not None and not awaited:
+        log.error("task %r crashed: %s", task.get_name(), _describe_error(error),
+                  exc_info=_exc_info(error), extra={"task": task.get_name()})
+
+
+def _create_task(coro: Coroutine[Any, Any, T], name: str) -> asyncio.Task[T]:
+    loop = asyncio.get_running_loop()
+    return loop.create_task(coro, name=name)  # supervisor: the one place tasks are created
