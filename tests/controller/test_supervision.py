@@ -318,3 +318,41 @@ async def test_a_probe_server_that_cannot_come_back_ends_the_run_naming_it(
         await probes.stop()
     assert info.value.task == "probe server" and "gave up after 5 restarts" in str(info.value)
     assert isinstance(info.value.__cause__, OSError)
+
+
+async def test_a_raising_watch_error_hook_or_error_policy_kills_nothing(
+    srv: ApiServer,
+) -> None:
+    seen: list[str] = []
+    policy_calls: list[str] = []
+
+    async def reconcile(obj: dict[str, Any], ctx: Any) -> wk.Action:
+        seen.append(wk.meta.name(obj))
+        if wk.meta.name(obj) == "bad":
+            raise Crash("reconcile error")
+        return wk.Action.await_change()
+
+    def error_policy(obj: dict[str, Any], exc: BaseException, ctx: Any) -> wk.Action:
+        policy_calls.append(wk.meta.name(obj))
+        raise Crash("error policy bug")
+
+    def hook(name: str, error: wk.ApiError) -> None:
+        raise Crash("hook bug")
+
+    async with srv.client() as client:
+        ctrl = wk.Controller(client.api("configmaps", namespace=NS), config(concurrency=1))
+        task = asyncio.create_task(ctrl.run(reconcile, error_policy, on_watch_error=hook))
+        srv.create_object(cm("bad"))
+        # the default policy takes over: retried after ~1 s, ~2 s, by the same worker
+        await eventually(lambda: seen.count("bad") >= 3)
+        assert len(policy_calls) >= 3
+        await eventually(lambda: srv.open_watches > 0)
+        srv.faults.refuse(count_refused=True)
+        srv.reset_watches()
+        await eventually(lambda: ctrl.triggers[0].hook_errors.count >= 2)
+        srv.faults.clear()
+        srv.create_object(cm("after"))
+        await eventually(lambda: "after" in seen)  # the trigger and the worker live on
+        assert ctrl.supervisor is not None
+        assert all(s.restarts == 0 for s in ctrl.supervisor.statuses())
+        await stop_run(task)

@@ -273,3 +273,48 @@ async def test_readiness_fails_when_every_reconcile_fails_and_says_why(
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await probes.stop()
+
+
+@pytest.mark.looptime
+async def test_a_stuck_reconcile_fails_readiness_then_liveness_then_ends_run(
+    srv: ApiServer,
+) -> None:
+    """One rule, computed in one place (Controller.health): stuck past reconcile_timeout
+    -> not ready; past reconcile_timeout + max_unhealthy -> not alive and run() raises."""
+    loop = asyncio.get_running_loop()
+    started: dict[str, float] = {}
+
+    async def reconcile(obj: dict[str, Any], ctx: Any) -> wk.Action:
+        if wk.meta.name(obj) == "cm1":
+            started["cm1"] = loop.time()
+            await asyncio.Event().wait()  # hangs
+        return wk.Action.await_change()
+
+    async with srv.client() as client:
+        ctrl = wk.Controller(client.api("configmaps", namespace=NS),
+                             wk.ControllerConfig(handle_signals=False, reconcile_timeout=10,
+                                                 max_unhealthy=30, shutdown_timeout=1))
+        probes = HealthServer().add_controller(ctrl)
+        await probes.start()
+        task = asyncio.create_task(ctrl.run(reconcile))
+        async with aiohttp.ClientSession() as http:
+            while "cm1" not in started:
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(started["cm1"] + 9 - loop.time())
+            assert (await get(http, probes.url + "/readyz"))[0] == 200
+            await asyncio.sleep(2)  # 11 s: stuck
+            status, text = await get(http, probes.url + "/readyz")
+            assert status == 503
+            assert "reconcile of default/cm1 has been running for 11 s" in text
+            async with http.get(probes.url + "/readyz?verbose") as resp:
+                (c,) = (await resp.json())["controllers"]
+            (stuck,) = c["stuck"]
+            assert stuck == {"object": "default/cm1", "running_for": pytest.approx(11, abs=0.5)}
+            assert (await get(http, probes.url + "/healthz"))[0] == 200
+            await asyncio.sleep(started["cm1"] + 41 - loop.time())  # past 10 + 30 s
+            status, text = await get(http, probes.url + "/healthz")
+            assert status == 503 and "reconcile_timeout 10 s + max_unhealthy 30 s" in text
+        with pytest.raises(wk.ControllerUnhealthy) as info:
+            await asyncio.wait_for(task, 10)
+        assert info.value.trigger == "reconcile" and "default/cm1" in str(info.value)
+        await probes.stop()

@@ -29,6 +29,7 @@ import inspect
 import logging
 import signal
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -295,7 +296,7 @@ class Controller:
     def health(self, now: float | None = None) -> ControllerHealth:
         """The worst of the triggers, the supervised tasks and the reconcile loop; the one
         place the stuck, failing and max_unhealthy rules are computed."""
-        now = asyncio.get_running_loop().time() if now is None else now
+        now = _loop_time() if now is None else now
         limit = self.config.max_unhealthy
         problems: dict[str, str] = {}
         fatal: dict[str, str] = {}
@@ -348,7 +349,7 @@ class Controller:
         limit = self.config.reconcile_timeout
         if limit is None or not self._inflight:
             return []
-        now = asyncio.get_running_loop().time() if now is None else now
+        now = _loop_time() if now is None else now
         ages = ((ref, now - started) for ref, started in self._inflight.items())
         return sorted((ra for ra in ages if ra[1] > limit), key=lambda ra: -ra[1])
 
@@ -650,6 +651,14 @@ class Controller:
                 assert self._supervisor is not None
                 self._supervisor.fail(ControllerUnhealthy(why, part))
                 return
+
+
+def _loop_time() -> float:
+    """The event loop's clock (what every recorded time uses); monotonic without a loop."""
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return time.monotonic()
 
 
 def _describe(obj: JSON) -> str:
