@@ -95,8 +95,8 @@ class ControllerConfig:
     as stuck (unhealthy); ``rate_limit``: reconciles per second at most (None = no bound).
 
     Readiness fails by the reconcile rule once no reconcile succeeded for
-    ``failure_window`` seconds while at least ``failure_min_attempts`` failed in that time
-    (None: never); the first success makes it ready again."""
+    ``failure_window`` seconds while at least ``failure_min_attempts`` failed since, on at
+    least two objects (None: never); the first success makes it ready again."""
 
     concurrency: int = 4
     debounce: float = 0.0
@@ -317,7 +317,7 @@ class Controller:
                     f"reconcile of {ref} has been running for {age:.0f} s "
                     f"(reconcile_timeout {timeout:g} s + max_unhealthy {limit:g} s)"
                 )
-        failing = self.stats.all_failing(now)
+        failing = self.stats.all_failing(now, len(self.store))
         if failing:
             problems["reconciles failing"] = failing
         tasks = self._supervisor.statuses() if self._supervisor is not None else []

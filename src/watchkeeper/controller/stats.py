@@ -8,7 +8,6 @@ the last error, which objects keep failing, and when the last success was.
 
 from __future__ import annotations
 
-import collections
 import logging
 from dataclasses import dataclass
 
@@ -31,8 +30,15 @@ class ObjectFailure:
 
 
 class ReconcileStats:
-    """Counts and the readiness rule: not ready once no reconcile succeeded within
-    ``window`` seconds while at least ``min_attempts`` failed in it (None: never)."""
+    """Counts, failing objects, and the readiness rule (``all_failing``).
+
+    The rule: not ready when no reconcile succeeded for ``window`` seconds (counted from
+    the last success, or from the first failure if none succeeded yet), while at least
+    ``min_attempts`` reconciles failed since then, on at least two different objects (one,
+    if the cache holds only one). A success ends it at once. It counts failures since the
+    last success, not within a sliding window, so objects backing off for minutes do not
+    make a controller whose every reconcile fails look ready again; and one broken object
+    while the others are idle is shown under ``failing`` without failing readiness."""
 
     def __init__(self, window: float | None, min_attempts: int) -> None:
         self.window, self.min_attempts = window, min_attempts
@@ -41,23 +47,27 @@ class ReconcileStats:
         self.last_error_ref: ObjectRef | None = None
         self.last_error_at: float | None = None
         self.last_success_at: float | None = None
-        # The latest failure times since the last success: min_attempts of them suffice.
-        self._recent_failures: collections.deque[float] = collections.deque(
-            maxlen=max(1, min_attempts)
-        )
         self.failing: dict[ObjectRef, ObjectFailure] = {}
+        # The current streak of failures (since the last success).
+        self._streak = 0
+        self._streak_start: float | None = None
+        self._streak_refs: set[ObjectRef] = set()
 
     def success(self, ref: ObjectRef, now: float, outcome: str = "success") -> None:
         self.results[outcome] += 1
         self.last_success_at = now
-        self._recent_failures.clear()
+        self._streak, self._streak_start = 0, None
+        self._streak_refs.clear()
         self.failing.pop(ref, None)
 
     def failure(self, ref: ObjectRef, now: float, error: BaseException) -> None:
         self.results["error"] += 1
         text = f"{type(error).__name__}: {error}"
         self.last_error, self.last_error_ref, self.last_error_at = text, ref, now
-        self._recent_failures.append(now)
+        self._streak += 1
+        if self._streak_start is None:
+            self._streak_start = now
+        self._streak_refs.add(ref)
         f = self.failing.get(ref)
         if f is None:
             self.failing[ref] = ObjectFailure(ref, 1, text, now, now)
@@ -67,19 +77,24 @@ class ReconcileStats:
     def forget(self, ref: ObjectRef) -> None:
         """The object is gone: it is no longer failing."""
         self.failing.pop(ref, None)
+        self._streak_refs.discard(ref)
 
-    def all_failing(self, now: float) -> str | None:
-        """Why readiness fails by the reconcile rule, or None."""
-        if self.window is None or len(self._recent_failures) < self.min_attempts:
+    def all_failing(self, now: float, objects: int) -> str | None:
+        """Why readiness fails by the reconcile rule, or None; ``objects``: cache size."""
+        if self.window is None or self._streak < self.min_attempts:
             return None
-        oldest = self._recent_failures[0]  # of the last min_attempts failures
-        if now - oldest > self.window:
+        if len(self._streak_refs) < min(2, max(1, objects)):
             return None
-        if self.last_success_at is not None and now - self.last_success_at <= self.window:
+        since = self.last_success_at if self.last_success_at is not None else self._streak_start
+        assert since is not None
+        if now - since < self.window:
             return None
+        what = ("no reconcile succeeded for" if self.last_success_at is not None
+                else "no reconcile succeeded since the first attempt,")
         return (
-            f"every reconcile failed for the last {self.window:g} s "
-            f"({len(self.failing)} objects failing); last error on {self.last_error_ref}: "
+            f"every reconcile failed: {what} {now - since:.0f} s "
+            f"(failure_window {self.window:g} s), {self._streak} failures on "
+            f"{len(self._streak_refs)} objects; last error on {self.last_error_ref}: "
             f"{self.last_error}"
         )
 
