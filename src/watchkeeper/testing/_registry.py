@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from watchkeeper.supervisor import start_task
 from watchkeeper.testing import (
     _fields,
     _keyorder,
@@ -676,11 +677,11 @@ class Registry:
 
     def _schedule_namespace_cleanup(self, name: str) -> None:
         try:
-            loop = asyncio.get_running_loop()
+            asyncio.get_running_loop()  # is there a loop to run it in?
         except RuntimeError:
             self._cleanup_namespace(name)
             return
-        task = loop.create_task(self._namespace_worker(name))
+        task = start_task(self._namespace_worker(name), name=f"simulator: namespace {name}")
         self._ns_tasks.add(task)
         task.add_done_callback(self._ns_tasks.discard)
 

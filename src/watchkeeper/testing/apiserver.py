@@ -46,6 +46,7 @@ from aiohttp import web
 
 from watchkeeper.client.auth import StaticToken
 from watchkeeper.client.config import ClientConfig
+from watchkeeper.supervisor import start_task
 from watchkeeper.testing import _http, _status, _wire
 from watchkeeper.testing._bootstrap import bootstrap_objects
 from watchkeeper.testing._deprecation import DEPRECATION, add_warning, deprecation_warning
@@ -248,7 +249,8 @@ class ApiServer:
     async def stop(self) -> None:
         """Stop serving: end watches, drop connections, close the listener."""
         self.handlers.stop_all()
-        pending = [asyncio.ensure_future(w.done.wait()) for w in self.handlers.watches]
+        pending = [start_task(w.done.wait(), name="simulator: watch end", awaited=True)
+                   for w in self.handlers.watches]
         if pending:  # let ended watches send their final chunk, as a graceful shutdown does
             _, late = await asyncio.wait(pending, timeout=1.0)
             for waiter in late:
@@ -358,7 +360,7 @@ class ApiServer:
             except OSError:
                 log.exception("cannot reopen port %s", self.port)
                 return
-            self._opening = asyncio.get_running_loop().create_task(self._reopen(sock))
+            self._opening = start_task(self._reopen(sock), name="simulator: reopen listener")
 
     async def _reopen(self, sock: socket.socket) -> None:
         try:
