@@ -606,15 +606,21 @@ class ApiServer:
     async def _apply_faults(
         self, request: web.Request, rec: RequestRecord, info: RequestInfo
     ) -> web.StreamResponse | None:
-        if self.faults.take("hang", info) is not None:
+        hang = self.faults.take("hang", info)
+        if hang is not None:
             rec.fault = "hang"
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._hung.add(fut)
+            self.faults.hold(hang)
             try:
-                while not fut.done() and self.faults.find("hang", info) is not None:
+                # this fault's own state, not "is some hang fault still active": with
+                # count=N the fault leaves the active list at the Nth request, and the N
+                # requests it caught must go on hanging (issue 10, item 14)
+                while not fut.done() and hang.holding:
                     await asyncio.wait({fut}, timeout=0.1)
             finally:
                 self._hung.discard(fut)
+                self.faults.release(hang)
             transport = request.transport
             if transport is not None:
                 transport.abort()
