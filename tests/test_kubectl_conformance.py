@@ -311,3 +311,43 @@ async def test_unknown_fields_rejected_like_a_real_server(kubectl: Kubectl) -> N
     wrong = {**widget, "spec": {"size": "big"}}
     res = await kubectl("create", "-f", kubectl.manifest("w.yaml", wrong))
     assert res.rc == 1 and 'spec.size in body must be of type integer: "string"' in res.err
+
+
+async def test_rbac_escalation_is_refused_like_a_real_server(kubectl: Kubectl) -> None:
+    """A token user allowed to write Roles and RoleBindings cannot bind herself to
+    cluster-admin nor create a */*/* Role (issue 10, item 13): kubectl prints the
+    apiserver's ConfirmNoEscalation message, and she still cannot read secrets."""
+    token = kubectl.srv.add_user("mallory")
+    rbac = "rbac.authorization.k8s.io"
+    await kubectl.ok("create", "role", "rbac-writer", "--verb=create,get,list",
+                     f"--resource=roles.{rbac},rolebindings.{rbac}")
+    def rolebinding(name: str, kind: str, role: str) -> str:
+        # a manifest: ``kubectl create rolebinding`` sends protobuf, which the simulator
+        # does not decode
+        return kubectl.manifest(f"{name}.yaml", {
+            "apiVersion": f"{rbac}/v1", "kind": "RoleBinding", "metadata": {"name": name},
+            "subjects": [{"kind": "User", "apiGroup": rbac, "name": "mallory"}],
+            "roleRef": {"apiGroup": rbac, "kind": kind, "name": role}})
+
+    await kubectl.ok("create", "-f", rolebinding("rbac-writer", "Role", "rbac-writer"))
+    held = ('user "mallory" (groups=["system:authenticated"]) is attempting to grant RBAC '
+            'permissions not currently held:')
+    res = await kubectl("--token", token, "create", "-f",
+                        rolebinding("pwn", "ClusterRole", "cluster-admin"))
+    assert res.rc == 1, res.out
+    assert ('Error from server (Forbidden): error when creating'
+            in res.err), res.err
+    assert (f'rolebindings.{rbac} "pwn" is forbidden: '
+            f'{held}\n{{APIGroups:["*"], Resources:["*"], Verbs:["*"]}}\n'
+            '{NonResourceURLs:["*"], Verbs:["*"]}') in res.err, res.err
+    res = await kubectl("--token", token, "create", "role", "star", "--verb=*",
+                        "--resource=*")
+    assert res.rc == 1, res.out
+    assert (f'roles.{rbac} "star" is forbidden: {held}\n'
+            '{APIGroups:[""], Resources:["*"], Verbs:["*"]}') in res.err, res.err
+    res = await kubectl("--token", token, "get", "secrets")
+    assert res.rc == 1 and 'User "mallory" cannot list resource "secrets"' in res.err
+    # a Role within what she holds is created
+    out = await kubectl.ok("--token", token, "create", "role", "lister", "--verb=list",
+                           f"--resource=roles.{rbac}")
+    assert "role.rbac.authorization.k8s.io/lister created" in out

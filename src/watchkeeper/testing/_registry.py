@@ -110,6 +110,10 @@ class Registry:
         self.on_namespace_created: Callable[[str], None] | None = None
         # The garbage collector (ApiServer sets it): told when owners may have gone.
         self.gc: GarbageCollector | None = None
+        # Checks a write must pass before it is stored (ApiServer installs RBAC escalation
+        # prevention): (type, namespace, new object, old object or None on create); they
+        # raise StoreError to refuse. Dry runs are checked too, as on a real apiserver.
+        self.admit: Callable[[ResourceType, str, JSON, JSON | None], None] | None = None
         self._ns_tasks: set[asyncio.Task[None]] = set()
 
     def now(self) -> str:
@@ -250,6 +254,8 @@ class Registry:
         if rt.has_status and rt.key != ("", "namespaces"):
             obj.pop("status", None)
         self._validate(rt, obj, name)
+        if self.admit is not None:
+            self.admit(rt, namespace, obj, None)
         is_ns = rt.key == ("", "namespaces")
         if is_ns:  # a default: owned by the creator (file 168)
             meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = name
@@ -382,6 +388,8 @@ class Registry:
         if expected_rv and expected_rv != old_meta.get("resourceVersion"):
             raise StoreError(_status.conflict(rt.plural, rt.group, old_meta["name"],
                                               _status.STALE))
+        if self.admit is not None:
+            self.admit(rt, obj_key(old)[0], new, old)
         self._validate(rt, new, None)
         if _comparable(new) == _comparable(old) or dry_run:
             return present(new if dry_run else old, rt)

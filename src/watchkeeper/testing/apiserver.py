@@ -49,6 +49,7 @@ from watchkeeper.client.config import ClientConfig
 from watchkeeper.testing import _http, _status, _wire
 from watchkeeper.testing._bootstrap import bootstrap_objects
 from watchkeeper.testing._deprecation import DEPRECATION, add_warning, deprecation_warning
+from watchkeeper.testing._escalation import REQUEST_USER, EscalationCheck
 from watchkeeper.testing._gc import GarbageCollector
 from watchkeeper.testing._handlers import HandlerOptions, Handlers
 from watchkeeper.testing._health import HEALTH_PATHS, health_text
@@ -185,6 +186,7 @@ class ApiServer:
         if root_ca_configmaps:
             self.registry.on_namespace_created = self._publish_root_ca
         self.rbac = Rbac(PolicyObjects(self.store))
+        self.registry.admit = EscalationCheck(self.rbac)
         self.tokens = ServiceAccountTokens(self.store, wall_clock)
         self.faults = Faults()
         self.faults.on_change = self._faults_changed
@@ -601,7 +603,11 @@ class ApiServer:
             request[DEPRECATION] = warning
         ua = request.headers.get("User-Agent", "")
         request[_http.MANAGER] = request.query.get("fieldManager") or ua.split("/")[0] or "unknown"
-        return await self.handlers.serve(request, route, verb, request[_http.MANAGER], info)
+        token = REQUEST_USER.set(user)  # who writes, for RBAC escalation prevention
+        try:
+            return await self.handlers.serve(request, route, verb, request[_http.MANAGER], info)
+        finally:
+            REQUEST_USER.reset(token)
 
     async def _apply_faults(
         self, request: web.Request, rec: RequestRecord, info: RequestInfo
