@@ -351,3 +351,51 @@ async def test_rbac_escalation_is_refused_like_a_real_server(kubectl: Kubectl) -
     out = await kubectl.ok("--token", token, "create", "role", "lister", "--verb=list",
                            f"--resource=roles.{rbac}")
     assert "role.rbac.authorization.k8s.io/lister created" in out
+
+
+async def test_events_written_through_events_v1_show_in_get_and_describe(
+        kubectl: Kubectl) -> None:
+    """The runtime's Recorder writes events.k8s.io/v1 Events; kubectl reads core/v1 Events:
+    one stored set, two views, as on a real apiserver (issue 10, item 15)."""
+    from watchkeeper.controller.recorder import Recorder
+
+    srv = kubectl.srv
+    target = srv.create_object(configmap("target", k="v"))
+    async with srv.client() as client:
+        await Recorder(client, "demo-controller").publish(
+            target, reason="Reconciled", note="reconciled by the demo")
+    table = rows(await kubectl.ok("get", "events"))
+    assert table[0] == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    assert table[1][1:] == ["Normal", "Reconciled", "configmap/target", "reconciled", "by",
+                            "the", "demo"]
+    # the same objects through events.k8s.io
+    same = rows(await kubectl.ok("get", "events.v1.events.k8s.io"))
+    assert same[1][1:4] == ["Normal", "Reconciled", "configmap/target"]
+    described = await kubectl.ok("describe", "configmap", "target")
+    events = described[described.index("Events:"):].splitlines()
+    assert events[1].split() == ["Type", "Reason", "Age", "From", "Message"]
+    assert events[3].split()[:2] == ["Normal", "Reconciled"]
+    assert events[3].split()[3:] == ["demo-controller", "reconciled", "by", "the", "demo"]
+    listed = json.loads(await kubectl.ok("get", "events", "-o", "json"))
+    assert listed["items"][0]["message"] == "reconciled by the demo"
+    assert listed["items"][0]["reportingComponent"] == "demo-controller"
+
+
+async def test_custom_resources_print_additional_printer_columns(kubectl: Kubectl) -> None:
+    crd = json.loads(json.dumps(CRD))
+    crd["spec"]["versions"][0]["additionalPrinterColumns"] = [
+        {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+        {"name": "Color", "type": "string", "jsonPath": ".spec.color"},
+        {"name": "Secret", "type": "string", "jsonPath": ".spec.secret", "priority": 1},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]
+    await kubectl.ok("apply", "-f", kubectl.manifest("crd.yaml", crd))
+    await kubectl.ok("create", "-f", kubectl.manifest("w1.yaml", {
+        "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"},
+        "spec": {"size": 4, "color": "red"}}))
+    table = rows(await kubectl.ok("get", "widgets"))
+    assert table[0] == ["NAME", "SIZE", "COLOR", "AGE"]
+    assert table[1][:3] == ["w1", "4", "red"]
+    wide = rows(await kubectl.ok("get", "widgets", "-o", "wide"))
+    assert wide[0] == ["NAME", "SIZE", "COLOR", "SECRET", "AGE"]
+    assert wide[1][:3] == ["w1", "4", "red"] and len(wide[1]) == 4  # null cell: blank

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from watchkeeper.testing import (
+    _events,
     _fields,
     _keyorder,
     _metavalid,
@@ -85,6 +86,7 @@ def _comparable(obj: JSON) -> JSON:
 
 def present(obj: JSON, rt: ResourceType) -> JSON:
     """The object as served at ``rt``'s version: kind and apiVersion first (built-ins)."""
+    obj = _events.serve(rt, obj)
     out: JSON = {"kind": rt.kind, "apiVersion": rt.group_version}
     out.update((k, v) for k, v in obj.items() if k not in ("kind", "apiVersion"))
     if rt.is_custom:  # unstructured: every key sorted (140-146)
@@ -234,6 +236,7 @@ class Registry:
         """POST: a new object (201). ``managed=False`` when managedFields are already set."""
         obj = self._check_body(rt, body)
         self._decode(rt, obj, check, whole_body=True)
+        obj = _events.to_storage(rt, obj)
         meta = _meta(obj)
         name = meta.get("name") or ""
         if not name and meta.get("generateName"):
@@ -347,7 +350,7 @@ class Registry:
                     _meta(new).get("managedFields") or [])
             new = merged
         else:
-            new = copy.deepcopy(new)
+            new = _events.to_storage(rt, copy.deepcopy(new))
             new_meta = _meta(new)
             for k in _KEEP_META:
                 if k in old_meta:
@@ -428,13 +431,14 @@ class Registry:
                                subresource=subresource, force=force, dry_run=dry_run,
                                check=check)
         old = self.store.get(rt, namespace, name)
+        view = _events.view_of(rt, old)  # a patch is written against the served form
         try:
             if patch_type == "json":
-                new = _patch.json_patch(old, body)
+                new = _patch.json_patch(view, body)
             elif patch_type == "strategic":
-                new = _patch.strategic_merge(old, body)
+                new = _patch.strategic_merge(view, body)
             else:
-                new = _patch.merge_patch(old, body)
+                new = _patch.merge_patch(view, body)
         except _patch.PatchError:
             raise StoreError(_status.status(
                 422, "Invalid", "the server rejected our request due to an error in our request",
@@ -485,7 +489,8 @@ class Registry:
         now = self.now()
         try:
             result = _fields.apply(
-                copy.deepcopy(current) if current else None, config, manager=manager,
+                _events.view_of(rt, copy.deepcopy(current)) if current else None, config,
+                manager=manager,
                 force=force, api_version=rt.group_version, now=now, subresource=subresource,
                 custom=rt.is_custom)
         except _fields.ApplyConflict as exc:

@@ -57,6 +57,18 @@ class RVTooLarge(StoreError):
 
 
 @dataclass(frozen=True)
+class PrinterColumn:
+    """One additionalPrinterColumn of a CRD version (apiextensions/v1)."""
+
+    name: str
+    type: str
+    json_path: str
+    format: str = ""
+    description: str = ""
+    priority: int = 0
+
+
+@dataclass(frozen=True)
 class ResourceType:
     """One served resource: enough to route, discover and validate."""
 
@@ -74,6 +86,11 @@ class ResourceType:
     )
     categories: tuple[str, ...] = ()
     has_generation: bool = False  # metadata.generation is maintained (spec-bearing kinds)
+    # stored with another resource's objects, converted on the way in and out (the
+    # events.k8s.io Events are core Events: _events.py)
+    shares: tuple[str, str] | None = None
+    # a custom resource's additionalPrinterColumns for this version (Table columns)
+    printer_columns: tuple[PrinterColumn, ...] = ()
 
     @property
     def group_version(self) -> str:
@@ -85,7 +102,7 @@ class ResourceType:
 
     @property
     def key(self) -> Key:
-        return (self.group, self.plural)
+        return self.shares or (self.group, self.plural)
 
 
 @dataclass
