@@ -180,3 +180,17 @@ async def test_masters_and_python_writes_are_not_checked(apiserver: ApiServer, r
     assert status == 201, body
     apiserver.create_object({**binding("direct", "ClusterRole", "cluster-admin"),
                              "metadata": {"name": "direct", "namespace": "default"}})
+
+
+async def test_the_check_comes_before_validation_and_conflicts(mallory: ApiServer, req) -> None:
+    """The policy-based storage refuses before the strategy validates (422) and before the
+    resourceVersion precondition (409) is looked at."""
+    bad_name = role("Not_A_Name", rule(["*"], ["*"], ["*"]))
+    status, body, _ = await req("POST", f"{NS_RBAC}/roles", user="mallory", json=bad_name)
+    assert status == 403, body
+    path = f"{NS_RBAC}/roles/rbac-writer"
+    _, current, _ = await req("GET", path, user="mallory")
+    current["metadata"]["resourceVersion"] = "1"  # stale
+    current["rules"].append(rule(["get"], ["secrets"]))
+    status, body, _ = await req("PUT", path, user="mallory", json=current)
+    assert status == 403, body

@@ -256,9 +256,9 @@ class Registry:
             meta["generation"] = 1
         if rt.has_status and rt.key != ("", "namespaces"):
             obj.pop("status", None)
-        self._validate(rt, obj, name)
-        if self.admit is not None:
+        if self.admit is not None:  # the policy-based storage checks before validation
             self.admit(rt, namespace, obj, None)
+        self._validate(rt, obj, name)
         is_ns = rt.key == ("", "namespaces")
         if is_ns:  # a default: owned by the creator (file 168)
             meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = name
@@ -388,11 +388,11 @@ class Registry:
                                   seen=seen)
         new_meta["resourceVersion"] = old_meta.get("resourceVersion")
         new = _order_meta(new, rt)
+        if self.admit is not None:  # on the updated object, before the RV check (409)
+            self.admit(rt, obj_key(old)[0], new, old)
         if expected_rv and expected_rv != old_meta.get("resourceVersion"):
             raise StoreError(_status.conflict(rt.plural, rt.group, old_meta["name"],
                                               _status.STALE))
-        if self.admit is not None:
-            self.admit(rt, obj_key(old)[0], new, old)
         self._validate(rt, new, None)
         if _comparable(new) == _comparable(old) or dry_run:
             return present(new if dry_run else old, rt)
