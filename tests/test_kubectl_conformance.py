@@ -321,23 +321,15 @@ async def test_rbac_escalation_is_refused_like_a_real_server(kubectl: Kubectl) -
     rbac = "rbac.authorization.k8s.io"
     await kubectl.ok("create", "role", "rbac-writer", "--verb=create,get,list",
                      f"--resource=roles.{rbac},rolebindings.{rbac}")
-    def rolebinding(name: str, kind: str, role: str) -> str:
-        # a manifest: ``kubectl create rolebinding`` sends protobuf, which the simulator
-        # does not decode
-        return kubectl.manifest(f"{name}.yaml", {
-            "apiVersion": f"{rbac}/v1", "kind": "RoleBinding", "metadata": {"name": name},
-            "subjects": [{"kind": "User", "apiGroup": rbac, "name": "mallory"}],
-            "roleRef": {"apiGroup": rbac, "kind": kind, "name": role}})
-
-    await kubectl.ok("create", "-f", rolebinding("rbac-writer", "Role", "rbac-writer"))
+    # kubectl create rolebinding sends its body as protobuf
+    await kubectl.ok("create", "rolebinding", "rbac-writer", "--role=rbac-writer",
+                     "--user=mallory")
     held = ('user "mallory" (groups=["system:authenticated"]) is attempting to grant RBAC '
             'permissions not currently held:')
-    res = await kubectl("--token", token, "create", "-f",
-                        rolebinding("pwn", "ClusterRole", "cluster-admin"))
+    res = await kubectl("--token", token, "create", "rolebinding", "pwn",
+                        "--clusterrole=cluster-admin", "--user=mallory")
     assert res.rc == 1, res.out
-    assert ('Error from server (Forbidden): error when creating'
-            in res.err), res.err
-    assert (f'rolebindings.{rbac} "pwn" is forbidden: '
+    assert (f'error: failed to create rolebinding: rolebindings.{rbac} "pwn" is forbidden: '
             f'{held}\n{{APIGroups:["*"], Resources:["*"], Verbs:["*"]}}\n'
             '{NonResourceURLs:["*"], Verbs:["*"]}') in res.err, res.err
     res = await kubectl("--token", token, "create", "role", "star", "--verb=*",
@@ -351,6 +343,13 @@ async def test_rbac_escalation_is_refused_like_a_real_server(kubectl: Kubectl) -
     out = await kubectl.ok("--token", token, "create", "role", "lister", "--verb=list",
                            f"--resource=roles.{rbac}")
     assert "role.rbac.authorization.k8s.io/lister created" in out
+    # and binding what she holds herself is allowed
+    out = await kubectl.ok("--token", token, "create", "rolebinding", "lister",
+                           "--role=lister", "--user=mallory")
+    assert "rolebinding.rbac.authorization.k8s.io/lister created" in out
+    stored = kubectl.srv.get_object(f"{rbac}/v1", "RoleBinding", "lister")
+    assert stored["subjects"] == [{"kind": "User", "apiGroup": rbac, "name": "mallory"}]
+    assert stored["roleRef"] == {"apiGroup": rbac, "kind": "Role", "name": "lister"}
 
 
 async def test_events_written_through_events_v1_show_in_get_and_describe(

@@ -14,7 +14,8 @@ import msgspec
 import yaml
 from aiohttp import web
 
-from watchkeeper.testing import _status
+from watchkeeper.testing import _protodecode, _status
+from watchkeeper.testing._protodecode import ProtoError
 from watchkeeper.testing._reqlog import RequestRecord
 from watchkeeper.testing._store import JSON, StoreError
 
@@ -210,6 +211,11 @@ def decode_write_body(request: web.Request, raw: bytes, kind: str) -> Any:
         return decode_json(raw, kind)
     if mt == "application/yaml":
         return decode_yaml(raw, kind)
+    if mt == "application/vnd.kubernetes.protobuf":
+        try:  # what typed clients (kubectl create rolebinding, ...) send
+            return _protodecode.decode(raw)
+        except ProtoError:
+            pass
     raise StoreError(_status.unsupported_media_type(list(WRITE_TYPES)))
 
 
