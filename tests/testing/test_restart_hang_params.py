@@ -134,3 +134,14 @@ async def test_allow_watch_bookmarks_is_read_the_same_way(
         w = await open_watch(session, srv, CMS, resourceVersion=srv.store.rv,
                              allowWatchBookmarks="yes", timeoutSeconds=1)
         assert "BOOKMARK" in [ln["type"] for ln in await w.rest()]
+
+
+async def test_a_data_losing_restart_starts_with_the_configured_namespaces() -> None:
+    srv = ApiServer(namespaces=("default", "team-a"))
+    async with srv:
+        srv.create_object(cm("gone", ns="team-a"))
+        await srv.restart(keep_data=False)
+        names = sorted(o["metadata"]["name"] for o in srv.store.objects(
+            srv.resource("v1", "namespaces")))
+        assert names == ["default", "team-a"]
+        assert srv.store.objects(srv.resource("v1", "configmaps")) == []

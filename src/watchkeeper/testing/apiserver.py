@@ -222,7 +222,8 @@ class ApiServer:
         self._admin_transport: asyncio.BaseTransport | None = None  # spared by aborts
         for rt in BUILTIN_TYPES:
             self.store.register(rt)
-        for ns in namespaces:
+        self._namespaces = tuple(namespaces)  # what a data-losing restart starts with again
+        for ns in self._namespaces:
             self.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         self.reconcile_policy()
 
@@ -280,7 +281,7 @@ class ApiServer:
         await self.stop()
         if not keep_data:
             self.store.clear()
-            for ns in DEFAULT_NAMESPACES:
+            for ns in self._namespaces:
                 self.create_object({"apiVersion": "v1", "kind": "Namespace",
                                     "metadata": {"name": ns}})
         self.reconcile_policy()
