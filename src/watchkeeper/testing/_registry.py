@@ -86,7 +86,8 @@ def _comparable(obj: JSON) -> JSON:
 
 def present(obj: JSON, rt: ResourceType) -> JSON:
     """The object as served at ``rt``'s version: kind and apiVersion first (built-ins)."""
-    obj = _events.serve(rt, obj)
+    if rt.plural == "events":  # core and events.k8s.io views of one stored set
+        obj = _events.serve(rt, obj)
     out: JSON = {"kind": rt.kind, "apiVersion": rt.group_version}
     out.update((k, v) for k, v in obj.items() if k not in ("kind", "apiVersion"))
     if rt.is_custom:  # unstructured: every key sorted (140-146)

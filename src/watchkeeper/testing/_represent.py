@@ -108,7 +108,9 @@ def list_item(rt: ResourceType, obj: JSON) -> JSON:
     """An item as a plain list shows it: built-ins without kind/apiVersion, CRs with them."""
     if rt.is_custom:
         return present(obj, rt)
-    return {k: v for k, v in _events.serve(rt, obj).items() if k not in ("kind", "apiVersion")}
+    if rt.plural == "events":  # core and events.k8s.io views of one stored set
+        obj = _events.serve(rt, obj)
+    return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
 
 
 def list_response(out: Output, rt: ResourceType, items: list[JSON], meta: JSON) -> web.Response:
