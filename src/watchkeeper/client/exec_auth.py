@@ -207,7 +207,7 @@ class ExecAuth:
             return ""
         secrets = [self._last.token] if self._last and self._last.token else []
         try:
-            status = json.loads(out).get("status") or {}
+            status = _load_json(out).get("status") or {}
             secrets += [str(status.get(k)) for k in ("token", "clientKeyData") if status.get(k)]
         except (ValueError, AttributeError):
             pass
@@ -220,7 +220,7 @@ class ExecAuth:
     def _parse(self, out: bytes, what: str) -> _Credential:
         """Check the ExecCredential; messages never quote it (it holds the secret)."""
         try:
-            doc = json.loads(out)
+            doc = _load_json(out)
         except ValueError:
             raise ExecPluginError(f"{what}: stdout is not JSON (an ExecCredential)") from None
         if not isinstance(doc, dict) or doc.get("kind") != "ExecCredential":
@@ -252,3 +252,12 @@ class ExecAuth:
             expires = when.timestamp()
         log.debug("%s returned a credential (expires %s)", what, stamp or "never")
         return _Credential(token, cert and cert.encode(), key and key.encode(), expires)
+
+
+def _load_json(data: bytes) -> Any:
+    """``json.loads``, with nesting too deep to decode reported as the ValueError it is
+    (an ExecCredential is four levels deep; a RecursionError must not escape)."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
