@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -205,14 +206,15 @@ class ExecAuth:
         text = err.decode(errors="replace").strip()
         if not text:
             return ""
-        secrets = [self._last.token] if self._last and self._last.token else []
+        secrets: list[str] = []
+        if self._last is not None:
+            secrets += [self._last.token or "", (self._last.key or b"").decode(errors="replace")]
         try:
             status = _load_json(out).get("status") or {}
             secrets += [str(status.get(k)) for k in ("token", "clientKeyData") if status.get(k)]
         except (ValueError, AttributeError):
             pass
-        for secret in secrets:
-            text = text.replace(secret, "<redacted>")
+        text = redact(text, secrets)
         if len(text) > _STDERR_LIMIT:
             text = "..." + text[-_STDERR_LIMIT:]
         return f"; stderr: {text}"
@@ -261,3 +263,38 @@ def _load_json(data: bytes) -> Any:
         return json.loads(data)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
+
+
+_REDACTED = "<redacted>"
+
+# A PEM private key in any encoding a plugin may print it in: real newlines, JSON's "\n"
+# escapes (once or twice escaped), or cut off before its END line (then up to the end).
+_PRIVATE_KEY = re.compile(
+    r"-----BEGIN[ A-Z0-9]*PRIVATE KEY-----.*?(?:-----END[ A-Z0-9]*PRIVATE KEY-----|\Z)", re.S
+)
+# "token": "...", token=..., clientKeyData: ... (JSON, escaped JSON, YAML, logfmt, query).
+_SECRET_FIELD = re.compile(
+    r"""((?:client[-_]?key[-_]?data|(?:access|id|refresh|bearer|auth)?[-_]?token|password|"""
+    r"""secret|client[-_]?secret|private[-_]?key)\\*["']?\s*[:=]\s*\\*["']?)"""
+    r"""(?:\\.|[^\s"'\\,;&}\]])+""",
+    re.I,
+)
+_BEARER = re.compile(r"(\b(?:Bearer|Basic)\s+)[A-Za-z0-9._~+/=-]+", re.I)
+
+
+def redact(text: str, secrets: Sequence[str] = ()) -> str:
+    """``text`` without credentials: the given ``secrets`` in every form a program may print
+    them (as is, JSON-escaped, line by line for a PEM), any PEM private key, the values of
+    fields named like credentials, and bearer/basic header values."""
+    forms: set[str] = set()
+    for secret in secrets:
+        if not secret:
+            continue
+        escaped = json.dumps(secret)[1:-1]
+        forms |= {secret, secret.strip(), escaped, json.dumps(escaped)[1:-1]}
+        forms |= {ln.strip() for ln in secret.splitlines() if len(ln.strip()) >= 16}
+    for form in sorted((f for f in forms if len(f) >= 6), key=len, reverse=True):
+        text = text.replace(form, _REDACTED)
+    text = _PRIVATE_KEY.sub(_REDACTED, text)
+    text = _SECRET_FIELD.sub(lambda m: m.group(1) + _REDACTED, text)
+    return _BEARER.sub(lambda m: m.group(1) + _REDACTED, text)
