@@ -95,7 +95,10 @@ class ExecAuth:
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
             raise ConfigError(f"{where}: exec.args must be a list of strings")
         env: dict[str, str] = {}
-        for i, item in enumerate(spec.get("env") or []):
+        env_list = spec.get("env") or []
+        if not isinstance(env_list, list):
+            raise ConfigError(f"{where}: exec.env must be a list of name/value mappings")
+        for i, item in enumerate(env_list):
             name = item.get("name") if isinstance(item, dict) else None
             value = item.get("value", "") if isinstance(item, dict) else None
             if not isinstance(name, str) or not name or not isinstance(value, str):
@@ -111,6 +114,11 @@ class ExecAuth:
                 f"{where}: exec.interactiveMode is Always, but plugins run here without a terminal"
             )
         hint = spec.get("installHint")
+        if hint is not None and not isinstance(hint, str):
+            raise ConfigError(f"{where}: exec.installHint must be a string")
+        provide = spec.get("provideClusterInfo", False)
+        if not isinstance(provide, bool):
+            raise ConfigError(f"{where}: exec.provideClusterInfo must be true or false")
         if os.sep in command:  # like kubectl: only path-like commands are file-relative
             command = str(base_dir / command)
         return cls(
@@ -118,8 +126,8 @@ class ExecAuth:
             args,
             env,
             api_version=api_version,
-            install_hint=hint if isinstance(hint, str) else None,
-            provide_cluster_info=spec.get("provideClusterInfo") is True,
+            install_hint=hint,
+            provide_cluster_info=provide,
             cluster=cluster,
             name=where,
         )
