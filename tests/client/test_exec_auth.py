@@ -487,3 +487,43 @@ async def test_stderr_redaction_reaches_watcher_logs(
     for secret in (token, *_key_lines(key)):
         for text in (str(err), warnings, caplog.text):
             assert secret not in text and json.dumps(secret)[1:-1] not in text
+
+
+# -- the exec plugin's time limit is a client setting --------------------------------------------
+
+
+async def test_hung_plugin_fails_after_the_clients_exec_timeout(
+    tmp_path: Path, plugin: Plugin
+) -> None:
+    """A plugin from the kubeconfig that never answers: with Timeouts(exec_plugin=0.5) the
+    request fails as Unauthorized caused by ExecPluginError after 0.5 s, not after 60 s."""
+    import time
+
+    import watchkeeper as wk
+    from watchkeeper.client import Timeouts
+
+    plugin.answer(credential(), sleep=30)
+    path = exec_kubeconfig(tmp_path, kubeconfig_exec(command=str(plugin.path)))
+    config = load_kubeconfig([path])
+    assert isinstance(config.auth, ExecAuth) and config.auth.timeout == 60.0  # the default
+    async with wk.Client(config, timeouts=Timeouts(exec_plugin=0.5)) as client:
+        assert config.auth.timeout == 0.5
+        started = time.monotonic()
+        with pytest.raises(wk.Unauthorized) as info:
+            await client.api("configmaps", namespace="default").list()
+        took = time.monotonic() - started
+    assert isinstance(info.value.__cause__, ExecPluginError)
+    assert "no answer within 0.5 s" in str(info.value)
+    assert 0.4 < took < 5.0, took
+
+
+async def test_explicit_plugin_timeout_wins_over_the_clients(plugin: Plugin) -> None:
+    import watchkeeper as wk
+    from watchkeeper.client import Timeouts
+
+    auth = ExecAuth(str(plugin.path), timeout=0.3)
+    wk.Client(wk.ClientConfig(server="http://127.0.0.1:1", auth=auth),
+              timeouts=Timeouts(exec_plugin=7))
+    assert auth.timeout == 0.3
+    with pytest.raises(ValueError, match="exec_plugin"):
+        Timeouts(exec_plugin=0)

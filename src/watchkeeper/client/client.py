@@ -25,7 +25,8 @@ class Client:
         on_warning: WarningHandler | None = None,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
-        """``on_warning`` receives the text of each warning the server sends (deprecated
+        """``timeouts``: connect, request and exec-plugin limits (``Timeouts``).
+        ``on_warning`` receives the text of each warning the server sends (deprecated
         API versions, unknown fields it dropped); by default each distinct text is logged
         once at WARNING on the ``watchkeeper.client`` logger.
 
@@ -41,11 +42,19 @@ class Client:
         self.discovery = Discovery(self.transport)
 
     @classmethod
-    async def from_env(cls, kubeconfig: str | None = None, context: str | None = None) -> Client:
+    async def from_env(
+        cls,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        *,
+        timeouts: Timeouts | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    ) -> Client:
         """kubectl's rules: explicit file, KUBECONFIG, ~/.kube/config, then in-cluster."""
         from watchkeeper.client.config import load_config
 
-        return cls(load_config(kubeconfig, context))
+        return cls(load_config(kubeconfig, context), timeouts=timeouts,
+                   max_event_bytes=max_event_bytes)
 
     @property
     def default_namespace(self) -> str:

@@ -32,6 +32,7 @@ API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io
 _MODES = ("Never", "IfAvailable", "Always")
 _SKEW = 10.0  # seconds: refresh this much before expirationTimestamp
 _STDERR_LIMIT = 500
+DEFAULT_TIMEOUT = 60.0  # seconds; the client's Timeouts.exec_plugin overrides it
 _DOCS = "https://kubernetes.io/docs/reference/access-authn-authz/authentication/#client-go-credential-plugins"
 
 
@@ -61,7 +62,7 @@ class ExecAuth:
         provide_cluster_info: bool = False,
         cluster: Mapping[str, Any] | None = None,
         name: str = "exec plugin",
-        timeout: float = 60.0,
+        timeout: float | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if api_version not in API_VERSIONS:
@@ -73,7 +74,10 @@ class ExecAuth:
         self._install_hint = install_hint
         self._cluster = dict(cluster or {}) if provide_cluster_info else None
         self._name = name
-        self._timeout = timeout
+        if timeout is not None and not timeout > 0:
+            raise ValueError("the exec plugin timeout must be > 0 seconds")
+        self._explicit_timeout = timeout is not None
+        self._timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
         self._clock = clock
         self._cached: _Credential | None = None
         self._last: _Credential | None = None  # kept after refresh(), to redact stderr
@@ -143,6 +147,16 @@ class ExecAuth:
 
     async def refresh(self) -> None:
         self._cached = None
+
+    @property
+    def timeout(self) -> float:
+        """Seconds one run of the plugin may take before it is killed (ExecPluginError)."""
+        return self._timeout
+
+    def default_timeout(self, seconds: float) -> None:
+        """The client's ``Timeouts.exec_plugin``; a ``timeout`` given to the constructor wins."""
+        if not self._explicit_timeout:
+            self._timeout = seconds
 
     def __repr__(self) -> str:
         return f"ExecAuth(command={self._command!r}, api_version={self._api_version!r})"

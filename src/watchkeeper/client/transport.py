@@ -30,6 +30,7 @@ from watchkeeper.client.errors import (
     Unauthorized,
     error_from_response,
 )
+from watchkeeper.client.exec_auth import ExecAuth
 from watchkeeper.client.server_warnings import LogOnce, WarningHandler, parse_warnings
 
 USER_AGENT = f"watchkeeper/{__version__}"
@@ -55,8 +56,22 @@ def _keepalive_socket(addr_info: Any) -> socket.socket:
 
 @dataclass(frozen=True)
 class Timeouts:
+    """Client time limits, in seconds.
+
+    ``exec_plugin`` bounds one run of a kubeconfig exec credential plugin (client-go has no
+    limit; a hung plugin would hold every request and every watcher's retry behind it, so
+    it fails with ``ExecPluginError``, surfaced as ``Unauthorized``, and is retried). An
+    ``ExecAuth(timeout=...)`` given explicitly keeps its own limit.
+    """
+
     connect: float = 10.0
     request: float = 60.0  # whole non-streaming request
+    exec_plugin: float = 60.0
+
+    def __post_init__(self) -> None:
+        for name in ("connect", "request", "exec_plugin"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"Timeouts.{name} must be > 0 seconds")
 
 
 @dataclass
@@ -77,6 +92,8 @@ class Transport:
     ) -> None:
         self.config = config
         self.timeouts = timeouts or Timeouts()
+        if isinstance(config.auth, ExecAuth):
+            config.auth.default_timeout(self.timeouts.exec_plugin)
         self.on_warning: WarningHandler = on_warning or LogOnce()
         self._session: aiohttp.ClientSession | None = None
         self._ssl: ssl.SSLContext | None = config.ssl_context()
