@@ -22,6 +22,7 @@ class Request:
     path: str
     query: dict[str, str]
     headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
 
     @property
     def is_watch(self) -> bool:
@@ -125,11 +126,12 @@ class RawServer:
                 if ":" in line:
                     k, v = line.split(":", 1)
                     headers[k.strip().lower()] = v.strip()
+            body = b""
             if int(headers.get("content-length", "0") or 0):
-                await reader.readexactly(int(headers["content-length"]))
+                body = await reader.readexactly(int(headers["content-length"]))
             url = urlsplit(target)
             query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-            req = Request(method, url.path, query, headers)
+            req = Request(method, url.path, query, headers, body)
             self.requests.append(req)
             handler = (self.watch_routes.get(url.path) if req.is_watch else None) or (
                 self.routes.get(url.path) or _not_found

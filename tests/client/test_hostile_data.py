@@ -6,6 +6,7 @@ Every test talks HTTP to a raw server on 127.0.0.1 that sends the exact bytes gi
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -18,10 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import watchkeeper as wk
-from watchkeeper.client._json import decode_deep
+from watchkeeper.client._json import _encode_deep, decode_deep
 from watchkeeper.client.exec_auth import ExecAuth, ExecPluginError
 
-from .rawserver import RawServer, respond, stream
+from .rawserver import RawServer, Request, head, respond, stream
 
 CMS = "/api/v1/namespaces/default/configmaps"
 APISERVER_DEPTH = 10_000  # Go encoding/json's maxNestingDepth: what kube-apiserver stores
@@ -155,6 +156,25 @@ async def test_list_body_deep_and_too_deep(raw: RawServer, client: wk.Client) ->
         await api.list()
     raw.routes[CMS + "/x"] = respond(200, b'{"a":' * 5_000 + b"1" + b"}" * 5_000)
     assert depth_of(await api.get("x")) == 5_000
+
+
+async def test_a_deep_object_read_can_be_written_back(raw: RawServer, client: wk.Client) -> None:
+    """What was decoded (an object at the apiserver's depth) is encoded for a write too."""
+    deep = cm("deep", "2", APISERVER_DEPTH - 1)
+    raw.routes[CMS + "/deep"] = respond(200, deep.encode())
+    api = client.api("configmaps", namespace="default")
+    obj = await api.get("deep")
+    received: list[bytes] = []
+
+    async def echo(req: Request, w: asyncio.StreamWriter) -> None:
+        received.append(req.body)
+        w.write(head(200, length=len(req.body)) + req.body)
+        await w.drain()
+
+    raw.routes[CMS + "/deep"] = echo
+    back = await api.replace("deep", obj)
+    assert received and depth_of(back["spec"]) == APISERVER_DEPTH - 1
+    assert received[0] == deep.encode()  # (deep dicts cannot be compared: they recurse)
 
 
 @pytest.mark.parametrize("depth", [2_000, 50_000])
@@ -329,3 +349,9 @@ def test_deep_decoder_rejects_what_msgspec_rejects(bad: bytes) -> None:
         msgspec.json.decode(bad)
     with pytest.raises(msgspec.DecodeError):
         decode_deep(bad)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSONS)
+def test_deep_encoder_matches_msgspec(value: Any) -> None:
+    assert _encode_deep(value).encode() == msgspec.json.encode(value)

@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["MAX_DEPTH", "decode", "decode_deep"]
+__all__ = ["MAX_DEPTH", "decode", "decode_deep", "encode"]
 
 APISERVER_MAX_DEPTH = 10_000
 """Go encoding/json's (and so kube-apiserver's) nesting limit for one object."""
@@ -31,6 +31,7 @@ MAX_DEPTH = APISERVER_MAX_DEPTH + 8
 (a watch event adds one level, a list two: the list and its ``items``), with a little room."""
 
 _plain_decode = msgspec.json.decode
+_plain_encode = msgspec.json.encode
 # The C string scanner behind json.loads (not in typeshed): iterative, strict on controls.
 scanstring: Callable[[str, int, bool], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
@@ -144,3 +145,49 @@ def _parse(s: str, max_depth: int) -> Any:
                 value, i = container, i + 1
                 continue
             raise _fail("expected ',' or a closing bracket", i)
+
+
+def encode(value: Any) -> bytes:
+    """JSON for a request body; an object as deep as the apiserver stores (one read from it,
+    to be written back) is encoded iteratively when msgspec's recursion gives up."""
+    try:
+        return _plain_encode(value)
+    except RecursionError:
+        return _encode_deep(value).encode()
+
+
+def _encode_deep(value: Any) -> str:
+    """Plain JSON values only (what ``decode`` returns): dicts, lists, str, int, float,
+    bool and None; anything else is a TypeError, as with msgspec."""
+    out: list[str] = []
+    # A stack of pending work: a value to encode, or a literal piece of text to emit.
+    todo: list[tuple[bool, Any]] = [(True, value)]
+    while todo:
+        is_value, item = todo.pop()
+        if not is_value:
+            out.append(item)
+        elif isinstance(item, dict):
+            pieces: list[tuple[bool, Any]] = [(False, "{")]
+            for i, (k, v) in enumerate(item.items()):
+                if not isinstance(k, str):
+                    raise TypeError("only string keys can be encoded as JSON")
+                pieces += [(False, ("," if i else "") + _scalar(k) + ":"), (True, v)]
+            pieces.append((False, "}"))
+            todo.extend(reversed(pieces))
+        elif isinstance(item, list | tuple):
+            pieces = [(False, "[")]
+            for i, v in enumerate(item):
+                if i:
+                    pieces.append((False, ","))
+                pieces.append((True, v))
+            pieces.append((False, "]"))
+            todo.extend(reversed(pieces))
+        else:
+            out.append(_scalar(item))
+    return "".join(out)
+
+
+def _scalar(value: Any) -> str:
+    if value is None or isinstance(value, bool | int | float | str):
+        return _plain_encode(value).decode()
+    raise TypeError(f"cannot encode {type(value).__name__} as JSON")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from watchkeeper.client._json import decode_deep
+from watchkeeper.client._json import encode as _encode  # deep objects written back too
 from watchkeeper.client.errors import InvalidResponse, NotFound, Timeout
 from watchkeeper.client.resource import Resource
 
@@ -37,7 +38,6 @@ _PATCH_CONTENT_TYPES: dict[str, str] = {
 METADATA_ACCEPT = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 METADATA_LIST_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
-_encode = msgspec.json.Encoder().encode
 _decode_dict = msgspec.json.Decoder(dict[str, Any]).decode
 
 DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
