@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 from watchkeeper.client import AlreadyExists, Api, ApiError, Conflict, NotFound
 from watchkeeper.controller import LeadershipLost
+from watchkeeper.supervisor import start_task
 
 log = logging.getLogger("watchkeeper.leader")
 
@@ -79,7 +80,7 @@ async def _bounded(coro: Coroutine[Any, Any, T], timeout: float) -> T:
     It runs in a child task awaited with ``asyncio.wait``, never under ``asyncio.timeout``:
     a cancellation of the elector that arrives as the deadline passes was seen turned into
     TimeoutError there (the cancel swallowed: a cancelled elector re-acquired the lease)."""
-    attempt = asyncio.ensure_future(coro)
+    attempt = start_task(coro, name="leader election attempt", awaited=True)
     try:
         done, _ = await asyncio.wait({attempt}, timeout=max(0.0, timeout))
     finally:
