@@ -248,7 +248,10 @@ async def test_forbidden_is_surfaced_with_the_rule_then_recovers_when_granted(
         assert isinstance(err, wk.Forbidden)
         text = str(err)
         assert 'User "operator" cannot list resource "configmaps"' in text
-        assert 'namespace "default"' in text and 'verbs: ["list"]' in text
+        assert 'namespace "default"' in text
+        # One rule with every verb a watcher needs, not one verb per grant-and-retry round.
+        assert 'verbs: ["list", "watch"]' in text
+        assert 'needed: list and watch on configmaps in namespace "default"' in text
         assert rec.watch.health.state is wk.WatchState.DEGRADED
         srv.rbac.grant("operator", verbs=["get", "list", "watch"], resources=["configmaps"])
         srv.create_object(configmap("after-grant"))
