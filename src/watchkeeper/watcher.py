@@ -55,7 +55,14 @@ log = logging.getLogger("watchkeeper.watcher")
 JSON = dict[str, Any]
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 STABLE_AFTER = 10.0  # seconds a watch must stay open to count as progress by itself
+# Seconds a resumed watch must stay open (no error) to count as working again: a server
+# refusing the resume (410 as an ERROR line) does so at once, so no "recovered" 2 ms before
+# "degraded"; a quiet resource need not wait STABLE_AFTER to be reported healthy.
+OPEN_GRACE = 1.0
 THRESHOLD_SLACK = 0.01  # seconds: this close to max_unhealthy counts as reached
+# The last attempt before max_unhealthy starts this long (at most a tenth of the threshold)
+# before it, so it has time to succeed and the threshold still fires on time if it does not.
+FINAL_ATTEMPT = 5.0
 WATCH_VERBS = ("list", "watch")  # what a watcher needs; a 403 hint names them all at once
 
 
@@ -439,6 +446,7 @@ class Watcher:
         need_list = self.resource_version is None  # given a version: watch from it, no list
         streaming = cfg.initial_list == "streaming"
         previous_gone = False
+        final_for: float | None = None  # the outage (functioning_since) of the last try
         while True:
             try:
                 listed = False
@@ -491,20 +499,31 @@ class Watcher:
                 previous_gone = isinstance(error, Gone)
                 delay = 0.0 if immediate else self._next_delay(error, backoff)
                 if limit is not None:
-                    deadline = clock() + limit - health.non_functioning_for(clock())
-                    if clock() + delay >= deadline - THRESHOLD_SLACK:
-                        # The next attempt would start at or past the threshold (a long
-                        # backoff step or Retry-After): no sleep runs past it, so wait out
-                        # what is left and give up on time, chained to this error.
-                        remaining = max(0.0, deadline - clock())
-                        health.next_retry_at = deadline
-                        health.last_backoff = remaining
-                        yield WatchError(error, remaining)
-                        left = deadline - clock()  # the consumer may have taken its time
-                        if left > 0:
-                            await asyncio.sleep(left)
-                        health.next_retry_at = None
-                        raise self._unhealthy(error) from error
+                    now = clock()
+                    deadline = now + limit - health.non_functioning_for(now)
+                    if now + delay >= deadline - THRESHOLD_SLACK:
+                        after = delay if immediate else min(
+                            max(error.retry_after or 0.0, 0.0), MAX_RETRY_AFTER)
+                        if final_for != health.functioning_since and (
+                            now + after < deadline - THRESHOLD_SLACK
+                        ):
+                            # One last attempt, early enough to succeed before the threshold
+                            # (never sooner than Retry-After), bounded by it like any other.
+                            final_for = health.functioning_since
+                            final_at = deadline - min(FINAL_ATTEMPT, limit / 10)
+                            delay = max(final_at - now, after, 0.0)
+                        else:
+                            # No attempt fits before the threshold (a long Retry-After, or
+                            # the last one failed): no sleep runs past it; give up on time.
+                            remaining = max(0.0, deadline - now)
+                            health.next_retry_at = deadline
+                            health.last_backoff = remaining
+                            yield WatchError(error, remaining)
+                            left = deadline - clock()  # the consumer may have taken its time
+                            if left > 0:
+                                await asyncio.sleep(left)
+                            health.next_retry_at = None
+                            raise self._unhealthy(error) from error
                 health.next_retry_at = clock() + delay
                 health.last_backoff = delay
                 yield WatchError(error, delay)
@@ -607,6 +626,7 @@ class Watcher:
         counts = health.events
         delivered = False
         stable: asyncio.TimerHandle | None = None
+        grace: asyncio.TimerHandle | None = None
         try:
             async with contextlib.AsyncExitStack() as stack:
                 async with self._deadline(progress, "WATCH"):
@@ -637,13 +657,16 @@ class Watcher:
                     progress.progressed()
                     yield InitDone()
                 else:
+                    loop = asyncio.get_running_loop()
                     if listed:
                         progress.established()  # the list worked and the watch is accepted
+                    elif health.state is not _HEALTHY:
+                        # A resumed watch that stays open works: health says so after a
+                        # moment even on a quiet resource (the backoff waits for `stable`).
+                        grace = loop.call_later(OPEN_GRACE, progress.established)
                     # A watch that stays open is progress even on a quiet resource: without
                     # this, the backoff would keep growing after an outage until an event came.
-                    stable = asyncio.get_running_loop().call_later(
-                        min(STABLE_AFTER, timeout / 2), progress.progressed
-                    )
+                    stable = loop.call_later(min(STABLE_AFTER, timeout / 2), progress.progressed)
                 async for kind, obj, key, line in items:
                     if kind == "ERROR":
                         raise error_from_status(
@@ -677,6 +700,8 @@ class Watcher:
         finally:
             if stable is not None:
                 stable.cancel()
+            if grace is not None:
+                grace.cancel()
         lasted = clock() - opened
         if not delivered and lasted < min(timeout / 2, 5.0):
             # A clean close right after opening is no normal timeout: back off, don't spin.

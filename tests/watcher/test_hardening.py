@@ -313,3 +313,60 @@ async def test_watch_forbidden_after_list_allowed_stays_degraded_on_the_backoff_
                            timeout=120)
         await rec.stop()
     assert len([r for r in caplog.records if "recovered" in r.getMessage()]) == 1
+
+
+# -- 6. after faults clear, healthy again promptly; nothing stale keeps it degraded --------
+
+
+async def _watch_open(srv: ApiServer) -> None:
+    async with asyncio.timeout(10):
+        while not srv.open_watches:
+            await asyncio.sleep(0.01)
+
+
+@pytest.mark.looptime
+async def test_a_resumed_watch_on_a_quiet_resource_reports_healthy_soon(
+    srv: ApiServer, client: wk.Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A resumed watch that the server accepted and keeps open works: it must not stay
+    degraded (with a frozen resourceVersion) for STABLE_AFTER when nothing changes."""
+    caplog.set_level(logging.INFO, logger="watchkeeper.watcher")
+    loop = asyncio.get_running_loop()
+    rec = record(cm_api(client), wk.WatchConfig(max_unhealthy=None, bookmarks=False,
+                                                server_timeout=300),
+                 backoff=wk.ConstantBackoff(1.0))
+    await rec.wait_for(lambda r: r.of(wk.InitDone))
+    await _watch_open(srv)
+    srv.faults.refuse(count_refused=True)
+    srv.reset_watches()
+    await asyncio.sleep(20)
+    srv.faults.clear()
+    cleared = loop.time()
+    await rec.wait_for(lambda r: r.watch.health.state is wk.WatchState.HEALTHY, timeout=60)
+    assert loop.time() - cleared <= 1.0 + 1.0 + 0.2  # the pending retry, then OPEN_GRACE
+    await rec.stop()
+    assert srv.count(is_list=True) == 1  # resumed, not relisted
+
+
+@pytest.mark.looptime
+async def test_a_refused_resume_is_not_reported_recovered_first(
+    srv: ApiServer, client: wk.Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """410 on resume comes as an ERROR line just after the 200: no "recovered" before it."""
+    caplog.set_level(logging.INFO, logger="watchkeeper.watcher")
+    rec = record(cm_api(client), wk.WatchConfig(max_unhealthy=None))
+    await rec.wait_for(lambda r: r.of(wk.InitDone))
+    await _watch_open(srv)
+    srv.faults.refuse(count_refused=True)
+    srv.reset_watches()
+    srv.create_object(configmap("meanwhile"))
+    srv.compact()
+    await asyncio.sleep(5)
+    srv.faults.clear()
+    await rec.wait_for(lambda r: "meanwhile" in r.state(), timeout=60)
+    await rec.wait_for(lambda r: r.watch.health.state is wk.WatchState.HEALTHY, timeout=60)
+    await rec.stop()
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(isinstance(e, wk.Gone) for e in rec.errors())
+    assert sum("recovered" in m for m in messages) == 1, messages
+    assert "recovered" in messages[-1]
