@@ -1,10 +1,13 @@
 """The list/watch state machine: kind to the server, honest with its user.
 
-``watcher(api, config)`` yields a stream of events that never ends on an error: every
-failure is yielded as ``WatchError`` and retried after ``max(backoff, Retry-After)``. It
-resumes from the last resourceVersion without a relist when it can, relists on 410, drops
-silent connections, and raises ``WatcherUnhealthy`` once it has not worked for
-``max_unhealthy`` seconds, so a broken watch reaches someone who can fix it.
+``watcher(api, config)`` yields a stream of events that does not end on an error someone
+else can fix: such a failure is yielded as ``WatchError`` and retried after
+``max(backoff, Retry-After)`` (Retry-After capped at 60 s). An error only the caller can fix
+(``error.retriable`` False: a malformed selector, 400; options the server rejects, 422) is
+raised at once. It resumes from the last resourceVersion without a relist when it can,
+relists on 410, drops silent connections, and raises ``WatcherUnhealthy`` once it has not
+worked for ``max_unhealthy`` seconds, a deadline that also cuts off a hung request, so a
+broken watch reaches someone who can fix it.
 """
 
 from __future__ import annotations
