@@ -7,6 +7,7 @@ Against the simulator over real sockets, on virtual event-loop time (looptime)."
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 
@@ -120,6 +121,32 @@ async def test_the_deadline_counts_from_the_first_failure_through_a_hang(
     assert rec.ended_at is not None
     assert rec.ended_at - broke == pytest.approx(10, abs=0.1)
     assert isinstance(rec.exception.__cause__, wk.Timeout)
+
+
+class _HungCredentials:
+    """An auth source whose refresh (an exec plugin, a token endpoint) never answers."""
+
+    async def headers(self) -> dict[str, str]:
+        await asyncio.Event().wait()
+        return {}
+
+    async def refresh(self) -> None:
+        pass
+
+
+@pytest.mark.looptime
+async def test_a_hung_credential_refresh_ends_at_max_unhealthy(srv: ApiServer) -> None:
+    loop = asyncio.get_running_loop()
+    config = dataclasses.replace(srv.client_config(), auth=_HungCredentials())
+    async with wk.Client(config) as client:
+        start = loop.time()
+        with pytest.raises(wk.WatcherUnhealthy) as info:
+            async with asyncio.timeout(600):
+                async for _ev in wk.watcher(cm_api(client), wk.WatchConfig(max_unhealthy=4)):
+                    pass
+        assert loop.time() - start == pytest.approx(4, abs=0.05)
+    assert isinstance(info.value.__cause__, wk.Timeout)
+    assert srv.count() == 0  # no request ever left
 
 
 # -- 8. Retry-After is bounded ---------------------------------------------------------------
