@@ -33,6 +33,7 @@ from watchkeeper.client import (
     Resource,
     ServerError,
     Timeout,
+    Timeouts,
     TooManyRequests,
     Unauthorized,
     UnknownResource,
@@ -48,6 +49,8 @@ from watchkeeper.controller import (
     Recorder,
     finalizer,
 )
+from watchkeeper.errors import WatchkeeperError
+from watchkeeper.supervisor import Supervisor, TaskDied
 from watchkeeper.watcher import (
     Apply,
     Delete,
@@ -104,7 +107,10 @@ __all__ = [
     "Resource",
     "ServerError",
     "Store",
+    "Supervisor",
+    "TaskDied",
     "Timeout",
+    "Timeouts",
     "TooManyRequests",
     "Unauthorized",
     "UnknownResource",
@@ -115,6 +121,7 @@ __all__ = [
     "WatchState",
     "Watcher",
     "WatcherUnhealthy",
+    "WatchkeeperError",
     "Writer",
     "__version__",
     "finalizer",
