@@ -63,6 +63,11 @@ STABLE_AFTER = 10.0  # seconds a watch must stay open to count as progress by it
 # "degraded"; a quiet resource need not wait STABLE_AFTER to be reported healthy.
 OPEN_GRACE = 1.0
 THRESHOLD_SLACK = 0.01  # seconds: this close to max_unhealthy counts as reached
+# Seconds a watch request may take to answer with its status and headers. kube-apiserver
+# answers at once (a streaming list too: its events follow the headers), so a request with
+# no answer is hung, like a LIST past the client's 60 s request timeout; without this bound
+# only the idle timeout (the server timeout + 10 s: 5-10 min) would end it.
+OPEN_TIMEOUT = 60.0
 # The last attempt before max_unhealthy starts this long (at most a tenth of the threshold)
 # before it, so it has time to succeed and the threshold still fires on time if it does not.
 FINAL_ATTEMPT = 5.0
@@ -558,8 +563,11 @@ class Watcher:
         return max(delay, min(after, MAX_RETRY_AFTER))
 
     @contextlib.asynccontextmanager
-    async def _deadline(self, progress: _Progress, method: str) -> AsyncIterator[None]:
-        """Bound a request by the ``max_unhealthy`` deadline while the watcher is not healthy.
+    async def _deadline(
+        self, progress: _Progress, method: str, cap: float | None = None
+    ) -> AsyncIterator[None]:
+        """Bound a request by the ``max_unhealthy`` deadline while the watcher is not healthy,
+        and by ``cap`` seconds in any case.
 
         The threshold is a deadline on the whole attempt: a LIST, a watch request or a
         credential refresh that hangs fails with ``Timeout`` when it is reached (and the
@@ -567,20 +575,27 @@ class Watcher:
         yielded to the consumer inside: the timeout cancels the current task.
         """
         limit, health = self.config.max_unhealthy, self.health
-        if limit is None or health.state is _HEALTHY:
+        remaining: float | None = None
+        if limit is not None and health.state is not _HEALTHY:
+            remaining = max(0.0, limit - health.non_functioning_for(progress.clock()))
+        if remaining is None and cap is None:
             yield
             return
-        remaining = limit - health.non_functioning_for(progress.clock())
+        capped = remaining is None or (cap is not None and cap < remaining)
+        seconds = cap if capped else remaining
         try:
-            async with asyncio.timeout(max(0.0, remaining)) as scope:
+            async with asyncio.timeout(seconds) as scope:
                 yield
         except TimeoutError:
             if not scope.expired():
                 raise
-            raise Timeout(
-                f"no answer before the max_unhealthy deadline (the watch has not worked for "
-                f"{limit:g} s)", reason="Timeout", method=method, path=self.api.resource_name,
-            ) from None
+            if capped:
+                message = f"the server sent no answer to the watch request in {cap:g} s"
+            else:
+                message = (f"no answer before the max_unhealthy deadline (the watch has not "
+                           f"worked for {limit:g} s)")
+            raise Timeout(message, reason="Timeout", method=method,
+                          path=self.api.resource_name) from None
 
     async def _paginated_list(self, progress: _Progress) -> AsyncIterator[Event]:
         """One paginated LIST. Not progress by itself: a list may be allowed while the watch
@@ -632,7 +647,7 @@ class Watcher:
         grace: asyncio.TimerHandle | None = None
         try:
             async with contextlib.AsyncExitStack() as stack:
-                async with self._deadline(progress, "WATCH"):
+                async with self._deadline(progress, "WATCH", OPEN_TIMEOUT):
                     stream = await stack.enter_async_context(self.api.watch(
                         resource_version=rv,
                         label_selector=cfg.label_selector,

@@ -397,3 +397,30 @@ async def test_a_refused_resume_is_not_reported_recovered_first(
     assert any(isinstance(e, wk.Gone) for e in rec.errors())
     assert sum("recovered" in m for m in messages) == 1, messages
     assert "recovered" in messages[-1]
+
+
+@pytest.mark.looptime
+async def test_a_hung_watch_request_is_cut_off_at_the_open_timeout(
+    srv: ApiServer, client: wk.Client
+) -> None:
+    """A watch request the server accepts but never answers (no status, no headers) is hung:
+    without a bound only the idle timeout (5-10 min) ended it, degraded with a frozen
+    resourceVersion all along, even with max_unhealthy=None."""
+    loop = asyncio.get_running_loop()
+    rec = record(cm_api(client), wk.WatchConfig(max_unhealthy=None))
+    await rec.wait_for(lambda r: r.of(wk.InitDone))
+    await _watch_open(srv)
+    srv.faults.hang(watch=True, count=1)
+    srv.reset_watches()
+    start = loop.time()
+    srv.create_object(configmap("after-the-hang"))
+    await rec.wait_for(lambda r: "after-the-hang" in r.state(), timeout=600)
+    await rec.wait_for(lambda r: r.watch.health.state is wk.WatchState.HEALTHY, timeout=60)
+    await rec.stop()
+    errors = [(t - start, ev.error) for t, ev in rec.events if isinstance(ev, wk.WatchError)]
+    assert [type(e) for _, e in errors] == [wk.ConnectionFailed, wk.Timeout]
+    # reset, a 0.8-1.6 s backoff, then the hung request is cut off after 60 s
+    assert 60.8 - 0.01 <= errors[1][0] <= 61.6 + 0.01
+    assert "no answer to the watch request in 60 s" in str(errors[1][1])
+    assert loop.time() - start < 61.6 + 1.6 + 2  # then one more short backoff step
+    assert srv.count(is_list=True) == 1  # resumed, not relisted
