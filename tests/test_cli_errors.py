@@ -190,3 +190,39 @@ async def test_run_exits_at_once_when_the_server_rejects_a_request(tmp_path: Pat
     line = error_line(err)
     assert code == 3, err
     assert "rejected" in line and "400 BadRequest" in line
+
+
+async def test_run_exits_at_once_when_a_controller_watch_is_rejected(tmp_path: Path) -> None:
+    """A controller whose watch has a malformed selector: `run` ends within seconds with
+    exit code 3. Needs the watcher to raise BadRequest at once (branch h-watcher) and the
+    controller to end `run()` with that failure instead of losing its task (h-supervise)."""
+    (tmp_path / "op.py").write_text(
+        OPERATOR + "\n\ndef bad_watch(client):\n"
+        "    api = client.api('configmaps', namespace='default')\n"
+        "    config = wk.WatchConfig(label_selector='app in (web')\n"
+        "    return wk.Operator(wk.Controller(api, watch_config=config), reconcile)\n"
+    )
+    async with ApiServer() as srv:
+        kubeconfig = srv.kubeconfig(tmp_path / "kc")
+        code, _, err = await cli("run", f"{tmp_path / 'op.py'}:bad_watch", "--kubeconfig",
+                                 kubeconfig, "--probe-port", "-1", timeout=20)
+    line = error_line(err)
+    assert code == 3, err
+    assert "rejected" in line and "400 BadRequest" in line
+
+
+def test_caller_errors_are_found_through_causes_and_groups() -> None:
+    """The CLI finds an error only the caller can fix however the runtime wraps it."""
+    from watchkeeper.cli import caller_error
+
+    class Rejected(watchkeeper.BadRequest):
+        retriable = False  # what h-watcher sets on BadRequest and Invalid
+
+    rejected = Rejected("unable to parse requirement", code=400, reason="BadRequest")
+    wrapped = watchkeeper.ControllerUnhealthy("trigger 'configmaps' failed", "configmaps")
+    wrapped.__cause__ = rejected
+    assert caller_error(wrapped) is rejected
+    assert caller_error(ExceptionGroup("tasks", [ValueError("x"), wrapped])) is rejected
+    retried = watchkeeper.ServerError("down", code=503)
+    assert caller_error(retried) is None  # retriable (the default): not the caller's fault
+    assert caller_error(watchkeeper.WatcherUnhealthy("x")) is None

@@ -114,6 +114,10 @@ async def run(options: RunOptions) -> int:
                 operator.reconcile, operator.error_policy, operator.context, elector=elector
             )
         except (wk.ControllerUnhealthy, wk.LeadershipLost) as exc:
+            from watchkeeper.cli import caller_error
+
+            if caller_error(exc) is not None:
+                raise  # a request only the caller can fix: the CLI exits with its own code
             log.error("%s", exc)
             return 1
         finally:
