@@ -35,6 +35,7 @@ from watchkeeper.client import (
 )
 from watchkeeper.client.api import KeyFields, StreamItem, decode_line_object, key_fields
 from watchkeeper.client.errors import MAX_RETRY_AFTER, error_from_status
+from watchkeeper.errors import WatchkeeperError
 
 __all__ = [
     "Apply",
@@ -188,11 +189,11 @@ class WatchError:
 Event = InitStart | InitApply | InitDone | Apply | Delete | WatchError
 
 
-class WatchGaveUp(Exception):
+class WatchGaveUp(WatchkeeperError):
     """The backoff returned None: the watcher stopped retrying (chained to the last error)."""
 
 
-class WatcherUnhealthy(Exception):
+class WatcherUnhealthy(WatchkeeperError):
     """The watcher has not worked for longer than ``max_unhealthy`` (chained to the last error)."""
 
 

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from watchkeeper.client._json import decode as decode_json
+from watchkeeper.errors import WatchkeeperError
 
 __all__ = [
     "MAX_RETRY_AFTER",
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 
-class ApiError(Exception):
+class ApiError(WatchkeeperError):
     """A failed request to the API server.
 
     ``code`` is the HTTP status (None when no response came back), ``reason`` the

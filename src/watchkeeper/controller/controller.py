@@ -509,10 +509,19 @@ class Controller:
                     except Exception as exc:  # the user's hook: its error must not end the trigger
                         trig.hook_errors.record(exc, f"{trig.name}: {type(event.error).__name__}")
         except (WatcherUnhealthy, WatchGaveUp) as exc:
-            err = ControllerUnhealthy(f"controller trigger {trig.name!r} failed: {exc}", trig.name)
-            err.__cause__ = exc
-            assert self._supervisor is not None
-            self._supervisor.fail(err)
+            self._trigger_failed(trig, exc)
+        except ApiError as exc:
+            if exc.retriable:
+                raise  # not raised by a watcher today; the supervisor restarts the trigger
+            # The server rejected the watch as the caller's mistake (a malformed selector):
+            # no retry or administrator can fix it, so the run ends now, not at max_unhealthy.
+            self._trigger_failed(trig, exc)
+
+    def _trigger_failed(self, trig: Trigger, exc: BaseException) -> None:
+        err = ControllerUnhealthy(f"controller trigger {trig.name!r} failed: {exc}", trig.name)
+        err.__cause__ = exc
+        assert self._supervisor is not None
+        self._supervisor.fail(err)
 
     def _refs(self, trig: Trigger, obj: JSON) -> list[ObjectRef]:
         """What to reconcile for ``obj``; a mapper's error is logged and counted, never

@@ -85,9 +85,17 @@ def _render_tasks(
     console.print(table)
 
 
+def readyz_url(url: str) -> str:
+    """The verbose readiness URL; ``host:port`` without a scheme means plain HTTP, as the
+    probe server speaks (``urlparse`` would take ``localhost:8080``'s host for a scheme)."""
+    if "://" not in url:
+        url = "http://" + url
+    return url.rstrip("/") + "/readyz?verbose"
+
+
 async def print_status(url: str) -> int:
     console = Console()
-    target = url.rstrip("/") + "/readyz?verbose"
+    target = readyz_url(url)
     try:
         async with aiohttp.ClientSession() as session, session.get(
             target, timeout=aiohttp.ClientTimeout(total=10)
