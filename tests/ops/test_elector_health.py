@@ -305,3 +305,9 @@ async def test_an_elector_added_on_its_own_uses_the_probe_thresholds(
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             await probes.stop()
+
+
+def test_elector_unready_after_must_be_positive_or_none() -> None:
+    assert wk.ControllerConfig(elector_unready_after=None).elector_unready_after is None
+    with pytest.raises(ValueError, match="elector_unready_after"):
+        wk.ControllerConfig(elector_unready_after=0)

@@ -201,7 +201,9 @@ class HealthServer:
             "ready": problem is None,
             "problem": problem,
             "state": str(getattr(h.state, "value", h.state)),
-            "since": to_wall(getattr(h, "since", None)),
+            # (no time before the elector first ran: its ``since`` means nothing yet)
+            "since": (to_wall(getattr(h, "since", None))
+                      if getattr(h, "functioning_since", 0.0) is not None else None),
             "holder": getattr(h, "holder", None) or None,
             "last_error": h.last_error,
             "last_error_at": to_wall(getattr(h, "last_error_at", None)),
