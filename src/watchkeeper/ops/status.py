@@ -32,6 +32,28 @@ def render(body: dict[str, Any], console: Console) -> None:
         _render_controller(c, console)
     for s in body.get("supervisors", []):
         _render_tasks(str(s.get("resource")), s, console)
+    _render_electors(body.get("electors") or [], console)
+
+
+def _render_electors(electors: list[dict[str, Any]], console: Console) -> None:
+    """Leader election: who holds each lease, this replica's state and since when, the
+    last error and how many attempts failed in a row; why it is not ready, if so."""
+    if not electors:
+        return
+    table = Table(title="leader election")
+    for col in ("lease", "identity", "holder", "state", "for", "failures", "last error"):
+        table.add_column(col)
+    for e in electors:
+        table.add_row(
+            str(e.get("lease")), str(e.get("identity")), str(e.get("holder") or "-"),
+            str(e.get("state", "-")), _age(e.get("since")),
+            f"{e.get('consecutive_failures', 0)} in a row, {e.get('failures', 0)} in total",
+            str(e.get("last_error") or ""),
+        )
+    console.print(table)
+    for e in electors:
+        if not e.get("ready", True):
+            console.print(f"[red]not ready[/red] leader election: {e.get('problem')}")
 
 
 def _render_controller(c: dict[str, Any], console: Console) -> None:
