@@ -20,7 +20,7 @@ import watchkeeper as wk
 
 
 def log_line(path: str, **fields: Any) -> None:
-    with open(path, "a") as fh:  # noqa: ASYNC230 (tiny O_APPEND write, never torn)
+    with open(path, "a") as fh:
         fh.write(json.dumps(fields) + "\n")
 
 
