@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import sys
 import time
@@ -45,13 +46,26 @@ async def start_two(
                        "metadata": {"name": "sec", "namespace": "two"}, "data": {}})
     kubeconfig = srv.kubeconfig(tmp_path / "kubeconfig")
     log = tmp_path / "reconciles.jsonl"
+    if mode == "cli":  # `watchkeeper run app.py:setup`, setup returning both operators
+        args = ["-m", "watchkeeper.cli", "run", f"{APP}:setup", "--kubeconfig", kubeconfig,
+                "--probe-port", "-1"]
+    else:
+        args = [str(APP), mode, kubeconfig, str(log), str(slow)]
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(APP), mode, kubeconfig, str(log), str(slow),
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        sys.executable, *args, stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "WK_TEST_RECONCILE_LOG": str(log), "WK_TEST_SLOW": str(slow)},
     )
     # Both reconciles in flight before the signal.
-    await wait_for("both reconciles to start", lambda: {
-        e["kind"] for e in read_log(log) if e.get("event") == "start"} == {"configmap", "secret"})
+    def started() -> bool:
+        if proc.returncode is not None:
+            return True
+        return {e["kind"] for e in read_log(log) if e.get("event") == "start"} == {
+            "configmap", "secret"}
+
+    await wait_for("both reconciles to start", started)
+    if proc.returncode is not None:
+        pytest.fail(f"exited with {proc.returncode} before reconciling: {await stop(proc)}")
     return proc, log
 
 
@@ -63,7 +77,7 @@ async def stop(proc: asyncio.subprocess.Process) -> str:
     return (await proc.stderr.read()).decode() if proc.stderr else ""
 
 
-@pytest.mark.parametrize("mode", ["runtime", "standalone"])
+@pytest.mark.parametrize("mode", ["runtime", "standalone", "cli"])
 async def test_one_sigterm_drains_both_controllers(tmp_path: Path, mode: str) -> None:
     slow = 2.0
     async with ApiServer() as srv:
@@ -83,7 +97,7 @@ async def test_one_sigterm_drains_both_controllers(tmp_path: Path, mode: str) ->
             ends = {e["kind"]: e["event"] for e in entries if e.get("event") in ("done",
                                                                                  "cancelled")}
             assert ends == {"configmap": "done", "secret": "done"}, entries
-            assert entries[-1]["event"] == "exit"
+            assert mode == "cli" or entries[-1]["event"] == "exit"
             assert stderr.count("stopping: waiting for 1 reconciles to finish") == 2, stderr
             assert "cancelling" not in stderr, stderr
             # Drained concurrently: both within one slow reconcile, not one after the other.
@@ -92,7 +106,7 @@ async def test_one_sigterm_drains_both_controllers(tmp_path: Path, mode: str) ->
             await stop(proc)
 
 
-@pytest.mark.parametrize("mode", ["runtime", "standalone"])
+@pytest.mark.parametrize("mode", ["runtime", "standalone", "cli"])
 async def test_a_second_sigterm_forces_both_controllers(tmp_path: Path, mode: str) -> None:
     async with ApiServer() as srv:
         proc, log = await start_two(srv, tmp_path, mode, 120.0)

@@ -3,15 +3,18 @@ Secret controller whose reconciles are slow and log their start and end (also wh
 are cancelled), so a test can see which of them drained.
 
     python two_controllers_app.py runtime|standalone KUBECONFIG LOG SLOW_SECONDS
+    watchkeeper run two_controllers_app.py:setup   (WK_TEST_RECONCILE_LOG, WK_TEST_SLOW)
 
 ``runtime``: both through ``watchkeeper.run``; ``standalone``: two ``Controller.run`` in
-one ``asyncio.gather`` (a simple script with no runtime)."""
+one ``asyncio.gather`` (a simple script with no runtime); ``setup``: both through the
+CLI."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+import os
 import sys
 import time
 from typing import Any
@@ -38,6 +41,12 @@ def operator(api: wk.Api, kind: str, log_path: str, slow: float) -> wk.Operator:
 
     config = wk.ControllerConfig(shutdown_timeout=30, max_unhealthy=None)
     return wk.Operator(wk.Controller(api, config), reconcile)
+
+
+def setup(client: wk.Client) -> list[wk.Operator]:
+    log_path, slow = os.environ["WK_TEST_RECONCILE_LOG"], float(os.environ["WK_TEST_SLOW"])
+    return [operator(client.api("configmaps", namespace="two"), "configmap", log_path, slow),
+            operator(client.api("secrets", namespace="two"), "secret", log_path, slow)]
 
 
 async def main(mode: str, kubeconfig: str, log_path: str, slow: float) -> None:
