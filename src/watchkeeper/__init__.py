@@ -50,6 +50,9 @@ from watchkeeper.controller import (
     finalizer,
 )
 from watchkeeper.errors import WatchkeeperError
+from watchkeeper.leader import LeaderElector
+from watchkeeper.ops import HealthServer
+from watchkeeper.runtime import run
 from watchkeeper.supervisor import Supervisor, TaskDied
 from watchkeeper.watcher import (
     Apply,
@@ -91,12 +94,14 @@ __all__ = [
     "ExponentialBackoff",
     "Forbidden",
     "Gone",
+    "HealthServer",
     "Impersonation",
     "InitApply",
     "InitDone",
     "InitStart",
     "Invalid",
     "InvalidResponse",
+    "LeaderElector",
     "LeadershipLost",
     "NotFound",
     "ObjectList",
@@ -127,5 +132,6 @@ __all__ = [
     "finalizer",
     "meta",
     "reflector",
+    "run",
     "watcher",
 ]

@@ -1,8 +1,9 @@
-"""What ``watchkeeper run module:attr`` does: load the user's operator, serve probes and
-metrics, optionally elect a leader, run until a signal, exit non-zero on failure.
+"""What ``watchkeeper run module:attr`` does: load the user's operator (or several),
+build the probe server and leader elector from the options, and hand everything to
+``watchkeeper.runtime.run``; turn what goes wrong into messages and exit statuses.
 
 The probe server runs supervised: if it stops listening it is restarted (1 s doubling to
-30 s; /readyz shows it degraded meanwhile) and after 5 failed restarts the controller is
+30 s; /readyz shows it degraded meanwhile) and after 5 failed restarts the controllers are
 drained and the run ends with ``TaskDied`` naming "probe server" (exit status 1)."""
 
 from __future__ import annotations
@@ -19,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import watchkeeper as wk
-from watchkeeper.backoff import ExponentialBackoff
+from watchkeeper import runtime
 from watchkeeper.leader import LeaderElector
 from watchkeeper.ops import HealthServer
-from watchkeeper.supervisor import Supervisor
 
 log = logging.getLogger("watchkeeper.run")
 
@@ -81,12 +81,16 @@ async def run(options: RunOptions) -> int:
     setup = load_target(options.target)
     async with await wk.Client.from_env(options.kubeconfig, options.context) as client:
         made = setup(client)
-        operator = await made if inspect.isawaitable(made) else made
-        if not isinstance(operator, wk.Operator):
-            raise RunError(
-                f"{options.target} must return a watchkeeper.Operator, "
-                f"not {type(operator).__name__}"
-            )
+        made = await made if inspect.isawaitable(made) else made
+        operators = list(made) if isinstance(made, list | tuple) else [made]
+        for operator in operators:
+            if not isinstance(operator, wk.Operator):
+                raise RunError(
+                    f"{options.target} must return a watchkeeper.Operator, "
+                    f"not {type(operator).__name__}"
+                )
+        if not operators:
+            raise RunError(f"{options.target} returned no watchkeeper.Operator")
         probes = None
         if options.probe_port is not None:
             probes = HealthServer(options.probe_host, options.probe_port)
@@ -103,7 +107,7 @@ async def run(options: RunOptions) -> int:
             log.info("probes and metrics on %s", probes.url)
         elector = None
         if options.leader_election:
-            lease = options.lease_name or f"{operator.controller.triggers[0].name}-leader"
+            lease = options.lease_name or f"{operators[0].controller.name}-leader"
             leases = client.api(
                 "leases.coordination.k8s.io",
                 namespace=options.lease_namespace or client.default_namespace,
@@ -114,8 +118,8 @@ async def run(options: RunOptions) -> int:
                 retry_period=options.retry_period,
             )
         try:
-            await run_operator(operator, probes, elector,
-                               probe_check_interval=options.probe_check_interval)
+            await runtime.run(*operators, probes=probes, leader_election=elector,
+                              probe_check_interval=options.probe_check_interval)
         except wk.WatchkeeperError as exc:
             from watchkeeper.cli import caller_error
 
@@ -136,28 +140,11 @@ async def run_operator(
     *,
     probe_check_interval: float = 5.0,
 ) -> None:
-    """Run the operator's controller with its probe server supervised beside it; raise a
-    ``WatchkeeperError`` (ControllerUnhealthy, LeadershipLost, TaskDied) on failure."""
-    sup = Supervisor("watchkeeper run")
-    stop = asyncio.Event()
-    if probes is not None:
-        probes.add_controller(operator.controller).add_supervisor(sup)
-        if elector is not None:
-            probes.add_elector(elector)
-    async with sup:
-        if probes is not None:
-            sup.spawn("probe server", lambda: probes.serve(probe_check_interval),
-                      restart="backoff",
-                      backoff=ExponentialBackoff(1.0, 30.0, 2.0, 0.0, max_retries=5))
-        # A dead probe server drains the controller, then the run ends with its TaskDied.
-        sup.failed_future.add_done_callback(lambda _f: stop.set())
-        await operator.controller.run(
-            operator.reconcile, operator.error_policy, operator.context,
-            elector=elector, stop=stop,
-        )
-        failure = sup.failure
-        if failure is not None:
-            raise failure
+    """One operator through ``watchkeeper.runtime.run``, handling signals only if its
+    controller's config says so (the tests run it beside pytest with them off)."""
+    await runtime.run(operator, probes=probes, leader_election=elector,
+                      handle_signals=operator.controller.config.handle_signals,
+                      probe_check_interval=probe_check_interval)
 
 
 def run_sync(options: RunOptions) -> int:

@@ -287,7 +287,8 @@ def run_command(
     log_format: str, verbose: bool,
 ) -> None:
     """Run an operator: TARGET is module:attr or file.py:attr, a function that takes a
-    Client and returns a watchkeeper.Operator. A module is imported with the current
+    Client and returns a watchkeeper.Operator (or a list of them, run together by
+    watchkeeper.run: one signal drains them all). A module is imported with the current
     directory first on sys.path, as ``python -m`` does.
 
     Exit status: 0 after SIGTERM, 1 when the controller stops working (max-unhealthy,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import inspect
 import logging
@@ -264,6 +265,79 @@ def owner_mapper(owner: Resource) -> Mapper:
     return mapper
 
 
+# -- signals ---------------------------------------------------------------------------------
+
+signals_handled_by_caller: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "watchkeeper_signals_handled_by_caller", default=False
+)
+"""True inside ``watchkeeper.run``: the runtime owns SIGTERM/SIGINT, controllers install
+nothing (a ContextVar, so that only the runtime's own tasks see it)."""
+
+
+class _SignalFanout:
+    """One SIGTERM/SIGINT handler per event loop, shared by everything that stops on a
+    signal: the first signal sets every registered ``stop`` (drain), a signal arriving
+    once a ``stop`` is set sets its ``force``. Without it, the last ``add_signal_handler``
+    wins and the other controllers of the loop never see the signal."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.pairs: list[tuple[asyncio.Event, asyncio.Event]] = []
+        self.installed: list[signal.Signals] = []
+
+    def on_signal(self) -> None:
+        draining = [stop for stop, _ in self.pairs if not stop.is_set()]
+        if draining:
+            log.info("signal received: draining (a second signal forces)")
+        if len(draining) < len(self.pairs):
+            log.warning("second signal: stopping at once")
+        for stop, force in self.pairs:
+            if stop.is_set():
+                force.set()
+            else:
+                stop.set()
+
+
+_fanouts: dict[asyncio.AbstractEventLoop, _SignalFanout] = {}
+
+
+def _nothing() -> None:
+    return None
+
+
+def install_signal_handlers(
+    loop: asyncio.AbstractEventLoop, stop: asyncio.Event, force: asyncio.Event
+) -> Callable[[], None]:
+    """Register ``stop``/``force`` with the loop's shared SIGTERM/SIGINT handler (installed
+    by the first registration, removed after the last); return the unregister function.
+    Outside the main thread (where signals cannot be handled) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        return _nothing
+    fan = _fanouts.get(loop)
+    if fan is None:
+        fan = _fanouts[loop] = _SignalFanout(loop)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, fan.on_signal)
+                fan.installed.append(sig)
+    pair = (stop, force)
+    fan.pairs.append(pair)
+
+    def restore() -> None:
+        assert fan is not None
+        with contextlib.suppress(ValueError):
+            fan.pairs.remove(pair)
+        if fan.pairs or _fanouts.get(loop) is not fan:
+            return
+        del _fanouts[loop]
+        while fan.installed:
+            sig = fan.installed.pop()
+            with contextlib.suppress(Exception):  # a loop already closed: nothing to undo
+                loop.remove_signal_handler(sig)
+
+    return restore
+
+
 class Controller:
     """``Controller(api).owns(child_api).watches(api, mapper).run(reconcile)``."""
 
@@ -430,10 +504,19 @@ class Controller:
         *,
         on_watch_error: WatchErrorHook | None = None,
         stop: asyncio.Event | None = None,
+        force: asyncio.Event | None = None,
         elector: Elector | None = None,
     ) -> None:
-        """Run until ``stop`` is set or SIGTERM/SIGINT (drains in-flight reconciles), or raise
-        ``ControllerUnhealthy`` once any part has not worked for ``max_unhealthy``.
+        """Run until ``stop`` is set or SIGTERM/SIGINT (drains in-flight reconciles, each
+        within ``shutdown_timeout``; setting ``force`` or a second signal cancels them at
+        once), or raise ``ControllerUnhealthy`` once any part has not worked for
+        ``max_unhealthy``.
+
+        Signals: run on its own (a script), the controller handles SIGTERM/SIGINT itself
+        (unless ``ControllerConfig.handle_signals`` is false or it is not the main thread);
+        several controllers run on their own in one loop share one handler, so one signal
+        drains all of them. Under ``watchkeeper.run`` the runtime handles signals for every
+        controller and the controller installs nothing.
 
         With an ``elector``, caches stay warm on every replica but only the leader reconciles;
         losing the lease cancels in-flight reconciles at once, then raises ``LeadershipLost``
@@ -445,7 +528,7 @@ class Controller:
             t.mapper = owner_mapper(owner)
         scheduler = self._scheduler = Scheduler(loop.time)
         stop = stop or asyncio.Event()
-        force = asyncio.Event()
+        force = force or asyncio.Event()
         rate = self.config.rate_limit
         limiter = _TokenBucket(rate, loop.time) if rate else None
         sup = self._supervisor = Supervisor(f"controller {main.name}")
@@ -460,7 +543,9 @@ class Controller:
             for name in workers:
                 sup.spawn(name, work, restart="backoff", backoff=DefaultBackoff(clock=loop.time))
 
-        restore = self._install_signals(loop, stop, force)
+        restore = (install_signal_handlers(loop, stop, force)
+                   if self.config.handle_signals and not signals_handled_by_caller.get()
+                   else _nothing)
         try:
             async with sup:
                 for t, name in zip(self.triggers, feeders, strict=True):
@@ -517,33 +602,6 @@ class Controller:
         if self._inflight:
             log.warning("stopping: cancelling %d unfinished reconciles", len(self._inflight))
         await sup.cancel(*workers)
-
-    def _install_signals(
-        self, loop: asyncio.AbstractEventLoop, stop: asyncio.Event, force: asyncio.Event
-    ) -> Callable[[], None]:
-        in_main = threading.current_thread() is threading.main_thread()
-        if not self.config.handle_signals or not in_main:
-            return lambda: None
-
-        def on_signal() -> None:
-            if stop.is_set():
-                log.warning("second signal: stopping at once")
-                force.set()
-            else:
-                log.info("signal received: draining (a second signal forces)")
-                stop.set()
-
-        installed = []
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, on_signal)
-                installed.append(sig)
-
-        def restore() -> None:
-            while installed:
-                loop.remove_signal_handler(installed.pop())
-
-        return restore
 
     async def _feed(
         self,
