@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 
 import watchkeeper
+import watchkeeper_sim
 from watchkeeper.ops import HealthServer
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 pytestmark = pytest.mark.realtime
 
 SRC = str(Path(watchkeeper.__file__).resolve().parents[1])  # this checkout's sources
+SIM = str(Path(watchkeeper_sim.__file__).resolve().parents[1])  # and its simulator's
 
 OPERATOR = """\
 import watchkeeper as wk
@@ -38,7 +40,8 @@ async def cli(*args: str, cwd: Path | None = None, timeout: float = 30,
               launcher: Path | None = None) -> tuple[int, str, str]:
     """Run the command in a child process; (exit code, stdout, stderr). ``launcher`` is a
     copy of the installed console script (its own directory first on sys.path, not the cwd)."""
-    env = {**os.environ, "PYTHONPATH": SRC, "KUBECONFIG": "/nonexistent/kubeconfig"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, SIM]),
+           "KUBECONFIG": "/nonexistent/kubeconfig"}
     head = [str(launcher)] if launcher else ["-m", "watchkeeper.cli"]
     proc = await asyncio.create_subprocess_exec(
         sys.executable, *head, *args, cwd=cwd, env=env,

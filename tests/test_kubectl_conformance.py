@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from watchkeeper.testing.apiserver import ApiServer
+from watchkeeper_sim.server import ApiServer
 
 KUBECTL = os.environ.get("WATCHKEEPER_KUBECTL", "/usr/bin/kubectl")
 
