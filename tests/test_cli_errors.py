@@ -94,6 +94,40 @@ async def test_sim_with_an_unwritable_kubeconfig_out_names_the_path(tmp_path: Pa
     assert f"cannot write the kubeconfig {target}: No such file or directory" in line
 
 
+async def test_sim_and_demo_without_the_simulator_say_how_to_install_it(
+        tmp_path: Path) -> None:
+    """The runtime wheel alone has no simulator: `sim` and `demo` are still listed and say in
+    one line where they come from (also .ci/runtime-wheel.sh, against the built wheel)."""
+    launcher = tmp_path / "watchkeeper"
+    launcher.write_text("import sys\n"
+                        "sys.modules['watchkeeper_sim'] = None  # as if not installed\n"
+                        "from watchkeeper.cli import main\nsys.exit(main())\n")
+    for command in ("sim", "demo"):
+        code, _, err = await cli(command, "--port", "0", launcher=launcher)
+        assert error_line(err) == (f"error: `watchkeeper {command}` comes with the simulator: "
+                                   "pip install watchkeeper-sim")
+        assert code == 2, err
+    code, out, err = await cli("--help", launcher=launcher)
+    assert code == 0, err
+    listed = [line.split()[0] for line in out.splitlines() if line.startswith("  ")]
+    assert {"sim", "demo", "run", "watch", "status"} <= set(listed), out
+
+
+def test_the_runtime_cli_mounts_the_simulators_own_commands() -> None:
+    """With watchkeeper-sim installed, `watchkeeper sim|demo` are its commands, the same
+    objects its own `watchkeeper-sim` script serves."""
+    import click
+
+    import watchkeeper_sim.cli as sim_cli
+    from watchkeeper.cli import main
+
+    ctx = click.Context(main)
+    assert main.get_command(ctx, "sim") is sim_cli.sim
+    assert main.get_command(ctx, "demo") is sim_cli.demo
+    assert sim_cli.main.get_command(ctx, "sim") is sim_cli.sim
+    assert main.get_command(ctx, "nope") is None
+
+
 async def test_run_with_a_missing_kubeconfig(tmp_path: Path) -> None:
     (tmp_path / "op.py").write_text(OPERATOR)
     missing = tmp_path / "missing.kubeconfig"
