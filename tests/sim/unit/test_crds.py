@@ -6,7 +6,7 @@ import aiohttp
 
 from watchkeeper_sim import ApiServer
 
-from ._util import open_watch
+from .._util import open_watch
 
 CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 WIDGETS = "/apis/example.com/v1/namespaces/default/widgets"

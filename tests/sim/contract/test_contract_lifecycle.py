@@ -20,7 +20,7 @@ import pytest
 from watchkeeper_sim import ApiServer
 from watchkeeper_sim.storage.store import StoreError
 
-from ._util import cm, open_watch
+from .._util import cm, open_watch
 from .test_contract import assert_same_status, ctype, load, norm, replay
 
 World = tuple[ApiServer, aiohttp.ClientSession]

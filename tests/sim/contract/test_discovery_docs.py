@@ -22,7 +22,7 @@ from watchkeeper_sim.model import ResourceType
 
 JSON = dict[str, Any]
 
-REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "apiserver-1.28"  # in the repo
+REFERENCE = Path(__file__).resolve().parents[2] / "fixtures" / "apiserver-1.28"  # in the repo
 KUBECTL_TABLE_ACCEPT = (
     "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;"
     "g=meta.k8s.io,application/json"

@@ -6,7 +6,7 @@ import time
 
 from watchkeeper_sim import ApiServer
 
-from ._util import cm
+from .._util import cm
 
 CMS = "/api/v1/namespaces/default/configmaps"
 

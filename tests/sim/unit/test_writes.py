@@ -8,7 +8,7 @@ import aiohttp
 
 from watchkeeper_sim import ApiServer
 
-from ._util import cm, open_watch
+from .._util import cm, open_watch
 
 CMS = "/api/v1/namespaces/default/configmaps"
 DEPLOYS = "/apis/apps/v1/namespaces/default/deployments"

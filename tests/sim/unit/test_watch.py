@@ -10,7 +10,7 @@ import pytest
 
 from watchkeeper_sim import ApiServer
 
-from ._util import cm, open_watch
+from .._util import cm, open_watch
 
 CMS = "/api/v1/namespaces/default/configmaps"
 

@@ -19,7 +19,7 @@ import pytest
 
 from watchkeeper_sim import ApiServer
 
-from ._util import cm
+from .._util import cm
 from .test_contract import assert_same_status, ctype, load, norm, replay
 
 RBAC = "rbac.authorization.k8s.io"

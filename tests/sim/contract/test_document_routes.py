@@ -14,7 +14,7 @@ import pytest
 
 from watchkeeper_sim import ApiServer
 
-REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "apiserver-1.28"  # in the repo
+REFERENCE = Path(__file__).resolve().parents[2] / "fixtures" / "apiserver-1.28"  # in the repo
 AGGREGATED = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
 KUBECTL_DISCOVERY = f"{AGGREGATED},application/json"
 V2_ONLY = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"

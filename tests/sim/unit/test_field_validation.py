@@ -12,7 +12,7 @@ import pytest
 
 from watchkeeper_sim import ApiServer
 
-from .conftest import Req
+from ..conftest import Req
 
 CMS = "/api/v1/namespaces/default/configmaps"
 WIDGETS = "/apis/example.com/v1/namespaces/default/widgets"

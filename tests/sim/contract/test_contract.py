@@ -15,9 +15,9 @@ import pytest
 
 from watchkeeper_sim import ApiServer
 
-from ._util import cm
+from .._util import cm
 
-REF = Path(__file__).resolve().parents[1] / "fixtures" / "apiserver-1.28"  # in the repo
+REF = Path(__file__).resolve().parents[2] / "fixtures" / "apiserver-1.28"  # in the repo
 
 
 def load(number: int) -> dict[str, Any]:

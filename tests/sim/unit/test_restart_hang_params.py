@@ -11,7 +11,7 @@ import pytest
 import watchkeeper as wk
 from watchkeeper_sim import ApiServer
 
-from ._util import cm, open_watch
+from .._util import cm, open_watch
 
 CMS = "/api/v1/namespaces/default/configmaps"
 

@@ -11,7 +11,7 @@ import watchkeeper as wk
 from watchkeeper.controller.recorder import Recorder
 from watchkeeper_sim import ApiServer
 
-from ._util import cm, open_watch
+from .._util import cm, open_watch
 
 CORE = "/api/v1/namespaces/default/events"
 V1 = "/apis/events.k8s.io/v1/namespaces/default/events"

@@ -15,9 +15,9 @@ import yaml
 
 from watchkeeper_sim import ApiServer
 
-from ._util import cm, open_watch
+from .._util import cm, open_watch
 
-REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "apiserver-1.28"  # in the repo
+REFERENCE = Path(__file__).resolve().parents[2] / "fixtures" / "apiserver-1.28"  # in the repo
 CMS = "/api/v1/namespaces/default/configmaps"
 TABLE = (
     "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;"
