@@ -71,7 +71,7 @@ COMMANDS: dict[str, click.Command] = {"sim": sim, "demo": demo}
 
 @click.group(commands=COMMANDS)
 def main() -> None:
-    """watchkeeper's API simulator: ``sim`` serves it, ``demo`` runs the fault tour."""
+    """watchkeeper's API simulator: sim serves it, demo runs the tour of faults."""
 
 
 if __name__ == "__main__":
