@@ -5,29 +5,33 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: test demo e2e bench lint typecheck unit clean
+.PHONY: test demo e2e bench lint typecheck unit wheels clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml sim/pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test]' -e ./sim
 	touch $@
 
 $(BENCH_STAMP): $(STAMP)
-	$(BIN)/pip install -q -e '.[test,bench]'
+	$(BIN)/pip install -q -e '.[test,bench]' -e ./sim
 	touch $@
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff check src sim tests benchmarks examples
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict src
+	$(BIN)/mypy --strict src sim
 
 unit: $(STAMP)
 	$(BIN)/pytest -q -m "not e2e"
 
-test: lint typecheck unit
+# The runtime wheel alone, in a throw-away venv: imports, runs --help, no test-only dependency.
+wheels: $(STAMP)
+	PY=$(BIN)/python bash .ci/runtime-wheel.sh
+
+test: lint typecheck wheels unit
 
 demo: $(STAMP)
 	$(BIN)/watchkeeper demo --operator examples/widget_operator.py:setup
@@ -39,4 +43,4 @@ bench: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks.run_all
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache dist

@@ -38,8 +38,8 @@ from typing import Any
 import msgspec
 
 from benchmarks._common import PAYLOAD_BYTES, configmap_body, payload
-from watchkeeper.testing._registry import present
-from watchkeeper.testing.apiserver import ApiServer
+from watchkeeper_sim.server import ApiServer
+from watchkeeper_sim.storage.registry import present
 
 _encode = msgspec.json.encode
 
@@ -203,9 +203,9 @@ def _install_fast_replay() -> None:
     faster than it flushes). Faults are not consulted on this path: use it only for
     throughput runs.
     """
-    from watchkeeper.testing import _watch
-    from watchkeeper.testing._http import encode
-    from watchkeeper.testing._registry import present
+    from watchkeeper_sim.api import watch as _watch
+    from watchkeeper_sim.storage.registry import present
+    from watchkeeper_sim.wire.http import encode
 
     cache: dict[tuple[int, str], bytes] = {}
     blocks_of: dict[tuple[int, int, int], list[bytes]] = {}
@@ -260,8 +260,8 @@ def _install_list_cache() -> None:
     the simulator's per-object copies. Off by default; any write should turn it off."""
     from aiohttp import web
 
-    from watchkeeper.testing._handlers import Handlers
-    from watchkeeper.testing._http import BASE_HEADERS
+    from watchkeeper_sim.api.handlers import Handlers
+    from watchkeeper_sim.wire.http import BASE_HEADERS
 
     original = Handlers._collection
 

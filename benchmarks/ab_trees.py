@@ -30,7 +30,10 @@ LIST_CLIENTS = "watchkeeper,lightkube"
 
 def _run(module: str, args: list[str], src: Path) -> dict[str, Any]:
     """One benchmark invocation against ``src``; its results JSON (the file it saved)."""
-    env = {**os.environ, "PYTHONPATH": str(src.resolve()), "WK_BENCH_QUIET_WAIT": "0"}
+    # the simulator (a distribution of its own) comes from this checkout for both trees
+    sim = Path(__file__).resolve().parents[1] / "sim"
+    path = os.pathsep.join([str(src.resolve()), str(sim)])
+    env = {**os.environ, "PYTHONPATH": path, "WK_BENCH_QUIET_WAIT": "0"}
     proc = subprocess.run(
         [sys.executable, "-m", module, *args], env=env, capture_output=True, text=True,
         timeout=900, check=False,

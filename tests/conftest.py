@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 
 @pytest.fixture

@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 
 import watchkeeper
+import watchkeeper_sim
 from watchkeeper.ops import HealthServer
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 pytestmark = pytest.mark.realtime
 
 SRC = str(Path(watchkeeper.__file__).resolve().parents[1])  # this checkout's sources
+SIM = str(Path(watchkeeper_sim.__file__).resolve().parents[1])  # and its simulator's
 
 OPERATOR = """\
 import watchkeeper as wk
@@ -38,7 +40,8 @@ async def cli(*args: str, cwd: Path | None = None, timeout: float = 30,
               launcher: Path | None = None) -> tuple[int, str, str]:
     """Run the command in a child process; (exit code, stdout, stderr). ``launcher`` is a
     copy of the installed console script (its own directory first on sys.path, not the cwd)."""
-    env = {**os.environ, "PYTHONPATH": SRC, "KUBECONFIG": "/nonexistent/kubeconfig"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, SIM]),
+           "KUBECONFIG": "/nonexistent/kubeconfig"}
     head = [str(launcher)] if launcher else ["-m", "watchkeeper.cli"]
     proc = await asyncio.create_subprocess_exec(
         sys.executable, *head, *args, cwd=cwd, env=env,
@@ -89,6 +92,40 @@ async def test_sim_with_an_unwritable_kubeconfig_out_names_the_path(tmp_path: Pa
     line = error_line(err)
     assert code == 2, err
     assert f"cannot write the kubeconfig {target}: No such file or directory" in line
+
+
+async def test_sim_and_demo_without_the_simulator_say_how_to_install_it(
+        tmp_path: Path) -> None:
+    """The runtime wheel alone has no simulator: `sim` and `demo` are still listed and say in
+    one line where they come from (also .ci/runtime-wheel.sh, against the built wheel)."""
+    launcher = tmp_path / "watchkeeper"
+    launcher.write_text("import sys\n"
+                        "sys.modules['watchkeeper_sim'] = None  # as if not installed\n"
+                        "from watchkeeper.cli import main\nsys.exit(main())\n")
+    for command in ("sim", "demo"):
+        code, _, err = await cli(command, "--port", "0", launcher=launcher)
+        assert error_line(err) == (f"error: `watchkeeper {command}` comes with the simulator: "
+                                   "pip install watchkeeper-sim")
+        assert code == 2, err
+    code, out, err = await cli("--help", launcher=launcher)
+    assert code == 0, err
+    listed = [line.split()[0] for line in out.splitlines() if line.startswith("  ")]
+    assert {"sim", "demo", "run", "watch", "status"} <= set(listed), out
+
+
+def test_the_runtime_cli_mounts_the_simulators_own_commands() -> None:
+    """With watchkeeper-sim installed, `watchkeeper sim|demo` are its commands, the same
+    objects its own `watchkeeper-sim` script serves."""
+    import click
+
+    import watchkeeper_sim.cli as sim_cli
+    from watchkeeper.cli import main
+
+    ctx = click.Context(main)
+    assert main.get_command(ctx, "sim") is sim_cli.sim
+    assert main.get_command(ctx, "demo") is sim_cli.demo
+    assert sim_cli.main.get_command(ctx, "sim") is sim_cli.sim
+    assert main.get_command(ctx, "nope") is None
 
 
 async def test_run_with_a_missing_kubeconfig(tmp_path: Path) -> None:

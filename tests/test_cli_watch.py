@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 pytestmark = pytest.mark.realtime
 

@@ -1,4 +1,5 @@
-"""The ``watchkeeper`` command: watch a resource, run the simulator, run the demo.
+"""The ``watchkeeper`` command: watch a resource, run controllers, show their status; ``sim``
+and ``demo`` come with the simulator distribution (``pip install watchkeeper-sim``).
 
 A mistake a user can fix (a missing kubeconfig, a busy port, a selector the server rejects)
 ends the command with one ``error: ...`` line on stderr and an exit code from the table
@@ -8,8 +9,7 @@ below, never a traceback; docs/errors.md lists the same table.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import errno
+import importlib
 import json
 import logging
 import sys
@@ -69,7 +69,47 @@ def rejected(err: wk.ApiError) -> NoReturn:
     fail(f"the API server rejected the request; fix it and run again: {err}", EXIT_REJECTED)
 
 
-@click.group()
+SIM_COMMANDS = {
+    "sim": "Run the embedded API simulator (comes with watchkeeper-sim).",
+    "demo": "Simulator + watcher through a scripted sequence of faults (watchkeeper-sim).",
+}
+"""Commands that come with the simulator distribution, mounted when it is installed."""
+
+
+def _sim_command(name: str) -> click.Command:
+    """The simulator's own ``name`` command, or a stand-in that says how to get it: the
+    runtime carries no test-only dependency, so the simulator is a separate install."""
+    try:
+        sim_cli = importlib.import_module("watchkeeper_sim.cli")
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (exc.name == "watchkeeper_sim"
+                                    or exc.name.startswith("watchkeeper_sim.")):
+            raise  # the simulator is there but broken: show why
+
+        @click.command(name, help=SIM_COMMANDS[name], context_settings={
+            "ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []})
+        def missing() -> None:
+            fail(f"`watchkeeper {name}` comes with the simulator: pip install watchkeeper-sim",
+                 EXIT_SETUP)
+
+        return missing
+    command: click.Command = sim_cli.COMMANDS[name]
+    return command
+
+
+class _Main(click.Group):
+    """The runtime's commands plus the simulator's, looked up only when asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *SIM_COMMANDS])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in SIM_COMMANDS:
+            return _sim_command(cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_Main)
 @click.version_option(wk.__version__, prog_name="watchkeeper")
 def main() -> None:
     """Kubernetes watches and controllers that are kind to the API server."""
@@ -234,33 +274,6 @@ def watch(
     sys.exit(code)
 
 
-@main.command()
-@click.option("--port", type=int, default=8001, show_default=True)
-@click.option("--kubeconfig-out", type=click.Path(dir_okay=False), default=None,
-              help="Write a kubeconfig for kubectl that points at the simulator.")
-@click.option("--empty", is_flag=True, help="Start without the sample objects.")
-@click.option("--tls/--no-tls", default=True, show_default=True,
-              help="Serve HTTPS with a throw-away CA (written into the kubeconfig). kubectl "
-                   "sends no bearer token over plain HTTP, so --no-tls is for other clients.")
-def sim(port: int, kubeconfig_out: str | None, empty: bool, tls: bool) -> None:
-    """Run the embedded API simulator on 127.0.0.1 until interrupted."""
-    from watchkeeper.testing.apiserver import run_simulator
-
-    try:
-        with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(run_simulator("127.0.0.1", port, kubeconfig_out, not empty, tls=tls))
-    except OSError as exc:
-        why = exc.strerror or str(exc)
-        if kubeconfig_out is not None and exc.filename == kubeconfig_out:
-            fail(f"cannot write the kubeconfig {kubeconfig_out}: {why} "
-                 "(choose another path with --kubeconfig-out)", EXIT_SETUP)
-        if exc.errno == errno.EADDRINUSE:
-            fail(f"port {port} on 127.0.0.1 is already in use; stop what uses it or "
-                 "choose another port with --port (0 picks a free one)", EXIT_SETUP)
-        fail(f"cannot serve on 127.0.0.1:{port}: {why} (choose another port with --port)",
-             EXIT_SETUP)
-
-
 @main.command("run")
 @click.argument("target")
 @click.option("--kubeconfig", default=None, help="Path to a kubeconfig file.")
@@ -322,18 +335,6 @@ def status(url: str) -> None:
     from watchkeeper.ops.status import print_status
 
     sys.exit(asyncio.run(print_status(url)))
-
-
-@main.command()
-@click.option("--fast", is_flag=True, help="Shorter outage for a quick look.")
-@click.option("--operator", default=None, metavar="FILE.py:setup",
-              help="Also run this operator (like examples/widget_operator.py:setup) through "
-                   "an outage and a CRD re-creation.")
-def demo(fast: bool, operator: str | None) -> None:
-    """Simulator + watcher through a scripted sequence of faults, with a summary."""
-    from watchkeeper._demo import run_demo
-
-    sys.exit(asyncio.run(run_demo(fast=fast, operator=operator)))
 
 
 if __name__ == "__main__":

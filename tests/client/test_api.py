@@ -11,7 +11,7 @@ import pytest
 
 import watchkeeper as wk
 from watchkeeper.client.api import RawEvent, WatchStream
-from watchkeeper.testing import ApiServer, crd_manifest
+from watchkeeper_sim import ApiServer, crd_manifest
 
 JSON = dict[str, Any]
 

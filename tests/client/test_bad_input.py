@@ -14,7 +14,7 @@ import pytest
 
 import watchkeeper as wk
 from watchkeeper.client.api import PatchType
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 JSON = dict[str, Any]
 LIMIT = 64 * 1024

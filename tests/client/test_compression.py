@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 import watchkeeper as wk
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 
 @pytest.mark.parametrize("disable", [False, True])

@@ -465,7 +465,7 @@ async def test_stderr_redaction_reaches_watcher_logs(
     """The plugin's failure surfaces as a watcher's Unauthorized and a WARNING log line:
     neither holds the key or the token, in either encoding."""
     import watchkeeper as wk
-    from watchkeeper.testing import ApiServer
+    from watchkeeper_sim import ApiServer
 
     key, token = _real_key(), "exec-SECRET-token-7a8b9c"
     cred = credential(token=token, clientCertificateData=CERT, clientKeyData=key)

@@ -16,7 +16,7 @@ import yaml
 
 import watchkeeper as wk
 from watchkeeper.client.config import load_config
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 KUBECTL = os.environ.get("WATCHKEEPER_KUBECTL", "/usr/bin/kubectl")
 WHOAMI = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}

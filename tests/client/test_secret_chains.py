@@ -22,7 +22,7 @@ import pytest
 import watchkeeper as wk
 from watchkeeper.client import Timeouts
 from watchkeeper.client.auth import Auth, BasicAuth, StaticToken
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 from .rawserver import RawServer, Request, chunk, head, respond, stream
 from .test_secrets import assert_hidden, closed_port, distinctive, exception_text, log_text

@@ -25,7 +25,7 @@ import watchkeeper as wk
 from watchkeeper.client import Timeouts
 from watchkeeper.client.auth import BasicAuth, StaticToken
 from watchkeeper.client.exec_auth import ExecAuth
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 FAST = Timeouts(connect=2.0, request=0.3)
 

@@ -10,7 +10,7 @@ import pytest
 
 import watchkeeper as wk
 from watchkeeper.client.server_warnings import LogOnce, parse_warnings
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 FLOWCONTROL_V1BETA2 = wk.Resource(
     group="flowcontrol.apiserver.k8s.io", version="v1beta2",

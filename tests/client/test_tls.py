@@ -10,7 +10,7 @@ import trustme
 
 import watchkeeper as wk
 from watchkeeper.client.auth import StaticToken
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 
 @pytest.fixture

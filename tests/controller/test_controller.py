@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import watchkeeper as wk
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 NS = "default"
 

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import watchkeeper as wk
 from watchkeeper.ops.metrics import Sources, WatchkeeperCollector
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 NS = "default"
 FINALIZER = "example.com/cleanup"

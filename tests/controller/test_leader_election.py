@@ -13,7 +13,7 @@ import pytest
 
 import watchkeeper as wk
 from watchkeeper.leader import LeaderElector
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 

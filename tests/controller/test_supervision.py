@@ -16,7 +16,7 @@ import pytest
 import watchkeeper as wk
 from watchkeeper._runner import run_operator
 from watchkeeper.ops import HealthServer
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 NS = "default"
 pytestmark = pytest.mark.looptime

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import watchkeeper as wk
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "widget_operator.py"
 _spec = importlib.util.spec_from_file_location("widget_operator", EXAMPLE)

@@ -18,7 +18,7 @@ import pytest
 
 import watchkeeper as wk
 from watchkeeper.leader import ElectorState, LeaderElector, describe_error
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 

@@ -22,7 +22,7 @@ from watchkeeper._runner import run_operator
 from watchkeeper.leader import ElectorState, LeaderElector
 from watchkeeper.ops import HealthServer
 from watchkeeper.ops.status import print_status
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 pytestmark = [pytest.mark.looptime, pytest.mark.filterwarnings("ignore::ResourceWarning")]
 

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import watchkeeper as wk
 from watchkeeper.ops import HealthServer
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 NS = "default"
 

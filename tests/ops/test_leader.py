@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 LEASE, RENEW, RETRY = 4.0, 3.0, 0.5
 APP = Path(__file__).with_name("leader_app.py")

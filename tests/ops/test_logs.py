@@ -10,7 +10,7 @@ import pytest
 
 import watchkeeper as wk
 from watchkeeper.ops.logs import JsonFormatter
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 SECRET = "tok-3f9c1b7e-never-print-me"
 

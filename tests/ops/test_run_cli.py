@@ -12,7 +12,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.realtime

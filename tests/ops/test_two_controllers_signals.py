@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 APP = Path(__file__).with_name("two_controllers_app.py")
 pytestmark = pytest.mark.realtime

@@ -15,7 +15,7 @@ import pytest
 
 import watchkeeper as wk
 from watchkeeper.client.errors import MAX_RETRY_AFTER, error_from_response
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 from .conftest import configmap, record
 

@@ -10,7 +10,7 @@ import pytest
 
 import watchkeeper as wk
 from watchkeeper.client import RawEvent
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 from .conftest import configmap, record
 

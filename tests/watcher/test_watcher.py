@@ -12,7 +12,7 @@ import time
 import pytest
 
 import watchkeeper as wk
-from watchkeeper.testing import ApiServer, crd_manifest
+from watchkeeper_sim import ApiServer, crd_manifest
 
 from .conftest import configmap, record
 

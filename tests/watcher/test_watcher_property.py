@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import watchkeeper as wk
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 from .conftest import configmap
 

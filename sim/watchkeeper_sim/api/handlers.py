@@ -1,0 +1,439 @@
+"""Resource verbs over HTTP: get, list, watch, create, update, patch, delete, deletecollection.
+
+Authentication, authorization, faults and logging happen before these handlers run (in
+apiserver.py); here a request is resolved to a ResourceType and served with the exact
+statuses and bodies kube-apiserver 1.28 uses. Reads (get, list, watch) come out in the
+representation the Accept header negotiates (JSON, YAML, Table, PartialObjectMetadata), see
+``_represent.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from watchkeeper_sim import status as _status
+from watchkeeper_sim.api.represent import (
+    WatchRenderer,
+    list_item,
+    list_response,
+    negotiate,
+    object_response,
+    watch_renderer,
+)
+from watchkeeper_sim.api.watch import OpenWatch, WatchOptions, WatchStream
+from watchkeeper_sim.faults import Faults, RequestInfo
+from watchkeeper_sim.model import JSON, ResourceType
+from watchkeeper_sim.storage import validation as _validation
+from watchkeeper_sim.storage.registry import Registry, present
+from watchkeeper_sim.storage.selectors import SelectorError, matcher
+from watchkeeper_sim.storage.store import ObjectStore, RVTooLarge, StoreError, parse_rv
+from watchkeeper_sim.wire import http as _http
+from watchkeeper_sim.wire.http import Route
+
+
+@dataclass
+class HandlerOptions:
+    """The tunables of request handling (set from ApiServer's constructor)."""
+
+    watch_list: bool = True  # the WatchList feature gate
+    bookmark_interval: float = 60.0
+    bookmark_lead: float = 2.0
+    initial_events_end_delay: float = 0.0
+    too_large_rv_wait: float = 0.5  # apiserver waits ~3 s before its 504 (file 046)
+    default_watch_timeout: float | None = None
+    max_body_bytes: int = 3 * 1024 * 1024
+
+
+def _cause(field: str, reason: str, message: str) -> JSON:
+    return _status.cause(reason, message, field)
+
+
+def validate_list_options(q: Any, watch: bool, gate: bool) -> list[JSON]:
+    """apimachinery's ValidateListOptions (files 039, 040, 057, 068, 070) as 422 causes."""
+    causes: list[JSON] = []
+    match = q.get("resourceVersionMatch", "")
+    rv = q.get("resourceVersion", "")
+    cont = q.get("continue", "")
+    sie = q.get("sendInitialEvents")
+    forbid = "FieldValueForbidden"
+    if watch:
+        if sie is not None:
+            if match != "NotOlderThan":
+                causes.append(_cause("resourceVersionMatch", forbid,
+                                     "Forbidden: sendInitialEvents requires setting "
+                                     "resourceVersionMatch to NotOlderThan"))
+            if not gate:
+                causes.append(_cause("sendInitialEvents", forbid,
+                                     "Forbidden: sendInitialEvents is forbidden for watch unless "
+                                     "the WatchList feature gate is enabled"))
+        if match:
+            if sie is None:
+                causes.append(_cause("resourceVersionMatch", forbid,
+                                     "Forbidden: resourceVersionMatch is forbidden for watch "
+                                     "unless sendInitialEvents is provided"))
+            if match != "NotOlderThan":
+                causes.append(_cause("resourceVersionMatch", "FieldValueNotSupported",
+                                     f'Unsupported value: "{match}": supported values: '
+                                     '"NotOlderThan"'))
+            if cont:
+                causes.append(_cause("resourceVersionMatch", forbid,
+                                     "Forbidden: resourceVersionMatch is forbidden when "
+                                     "continue is provided"))
+        return causes
+    if match in ("Exact", "NotOlderThan"):
+        if not rv:
+            causes.append(_cause("resourceVersionMatch", forbid,
+                                 "Forbidden: resourceVersionMatch is forbidden unless "
+                                 "resourceVersion is provided"))
+        if cont:
+            causes.append(_cause("resourceVersionMatch", forbid,
+                                 "Forbidden: resourceVersionMatch is forbidden when continue is "
+                                 "provided"))
+        if match == "Exact" and rv == "0":
+            causes.append(_cause("resourceVersionMatch", forbid,
+                                 'Forbidden: resourceVersionMatch "exact" is forbidden for '
+                                 'resourceVersion "0"'))
+    elif match:
+        causes.append(_cause("resourceVersionMatch", "FieldValueNotSupported",
+                             f'Unsupported value: "{match}": supported values: "Exact", '
+                             '"NotOlderThan", ""'))
+    if sie is not None:
+        causes.append(_cause("sendInitialEvents", forbid,
+                             "Forbidden: sendInitialEvents is forbidden for list"))
+    return causes
+
+
+def _int_param(q: Any, name: str) -> int:
+    raw = q.get(name, "")
+    if raw == "":
+        return 0
+    try:
+        return int(raw)
+    except ValueError:
+        raise StoreError(_status.bad_request(
+            f'strconv.ParseInt: parsing "{raw}": invalid syntax')) from None
+
+
+def _warned(resp: web.Response, check: _validation.FieldCheck) -> web.Response:
+    """Add one ``Warning`` header per field problem fieldValidation=Warn found (112, 148)."""
+    for value in check.headers():
+        resp.headers.add("Warning", value)
+    return resp
+
+
+# Serves a subresource that is no stored object (e.g. serviceaccounts/token):
+# (request, route, namespace, verb) -> response; StoreErrors become Status responses.
+SubresourceHandler = Callable[[web.Request, Route, str, str], Awaitable[web.StreamResponse]]
+
+
+class Handlers:
+    """Serves resource requests against one store."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        registry: Registry,
+        faults: Faults,
+        opts: HandlerOptions,
+        stopping: asyncio.Event,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.faults = faults
+        self.opts = opts
+        self.stopping = stopping
+        self.watches: set[OpenWatch] = set()
+        self.subresources: dict[tuple[str, str, str], SubresourceHandler] = {}  # group, plural, sub
+
+    # ---- routing ---------------------------------------------------------------------------
+
+    def resolve(self, route: Route) -> ResourceType | web.Response:
+        """The ResourceType for a route, or the 404 response the apiserver gives."""
+        if route.api_prefix == "api":
+            if route.version != "v1":
+                return _http.page_not_found()
+        elif route.group not in self.store.groups():
+            return _http.page_not_found()
+        rt = self.store.lookup(route.group, route.version, route.resource)
+        if rt is None:
+            return _http.status_response(_status.resource_not_found())
+        if route.namespaced_path and not rt.namespaced:
+            return _http.status_response(_status.resource_not_found())
+        if route.subresource and not (route.subresource == "status" and rt.has_status) \
+                and (rt.group, rt.plural, route.subresource) not in self.subresources:
+            return _http.status_response(_status.resource_not_found())
+        return rt
+
+    async def serve(
+        self,
+        request: web.Request,
+        route: Route,
+        verb: str,
+        manager: str,
+        info: RequestInfo,
+    ) -> web.StreamResponse:
+        resolved = self.resolve(route)
+        if isinstance(resolved, web.Response):
+            return resolved
+        rt = resolved
+        ns = route.namespace if rt.namespaced else ""
+        if rt.namespaced and not route.namespaced_path and (route.name or verb == "create"):
+            return _http.status_response(_status.resource_not_found())
+        special = self.subresources.get((rt.group, rt.plural, route.subresource))
+        if special is not None:
+            try:
+                return await special(request, route, ns, verb)
+            except StoreError as exc:
+                return _http.error_response(exc)
+        if (verb in ("update", "patch") and not route.name) or (verb == "create" and route.name):
+            return _http.status_response(_status.method_not_allowed())
+        if verb not in rt.verbs:
+            return _http.status_response(_status.method_not_allowed())
+        q = request.query
+        dry_run = q.get("dryRun", "") == "All"
+        try:
+            if verb == "get":
+                out = negotiate(request.headers.get("Accept"), q, rt, is_list=False)
+                obj = present(self.store.get(rt, ns, route.name), rt)
+                return object_response(out, rt, obj)
+            if verb in ("list", "watch"):
+                return await self._collection(request, rt, ns or None, verb == "watch", route)
+            if verb == "create":
+                check = self._field_check(q, "CreateOptions")
+                body = await self._body(request, rt, check)
+                obj = self.registry.create(rt, ns, body, manager=manager, dry_run=dry_run,
+                                           check=check)
+                return _warned(_http.json_response(obj, 201), check)
+            if verb == "update":
+                check = self._field_check(q, "UpdateOptions")
+                body = await self._body(request, rt, check)
+                obj = self.registry.update(rt, ns, route.name, body, manager=manager,
+                                           subresource=route.subresource, dry_run=dry_run,
+                                           check=check)
+                return _warned(_http.json_response(obj), check)
+            if verb == "patch":
+                return await self._patch(request, rt, ns, route, dry_run)
+            if verb == "delete":
+                return await self._delete(request, rt, ns, route.name, dry_run)
+            if verb == "deletecollection":
+                return self._delete_collection(request, rt, ns or None, dry_run)
+        except StoreError as exc:
+            return _http.error_response(exc)
+        return _http.status_response(_status.method_not_allowed())
+
+    @staticmethod
+    def _field_check(q: Any, options: str, causes: list[JSON] | None = None
+                     ) -> _validation.FieldCheck:
+        """The request's fieldValidation (default Warn); 422 on {options} for a bad value."""
+        value = q.get("fieldValidation")
+        causes = (causes or []) + _validation.directive_causes(value)
+        if causes:
+            raise StoreError(_status.invalid_options(options, causes))
+        return _validation.FieldCheck(directive=value or "Warn")
+
+    async def _body(self, request: web.Request, rt: ResourceType,
+                    check: _validation.FieldCheck) -> Any:
+        raw = await self.read_body(request)
+        body = _http.decode_write_body(request, raw, rt.kind)
+        if check.directive != "Ignore" and _http.media_type(request) != "application/yaml":
+            check.duplicates = _validation.duplicate_fields(raw)
+        return body
+
+    async def read_body(self, request: web.Request) -> bytes:
+        """The request body, refusing more than ``max_body_bytes`` with a 413 Status."""
+        limit = self.opts.max_body_bytes
+        if request.content_length is not None and request.content_length > limit:
+            raise StoreError(_status.entity_too_large(limit))
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.content.iter_chunked(65536):
+            size += len(chunk)
+            if size > limit:
+                raise StoreError(_status.entity_too_large(limit))
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    # ---- list & watch ----------------------------------------------------------------------
+
+    async def _collection(
+        self, request: web.Request, rt: ResourceType, ns: str | None, watch: bool, route: Route
+    ) -> web.StreamResponse:
+        q = request.query
+        out = negotiate(request.headers.get("Accept"), q, rt, is_list=True, watch=watch)
+        causes = validate_list_options(q, watch, self.opts.watch_list)
+        if causes:
+            raise StoreError(_status.invalid_options("ListOptions", causes))
+        try:
+            field_selector = q.get("fieldSelector", "")
+            if route.watch_prefix and route.name:
+                extra = f"metadata.name={route.name}"
+                field_selector = f"{field_selector},{extra}" if field_selector else extra
+            match = matcher(q.get("labelSelector", ""), field_selector, rt.plural)
+        except SelectorError as exc:
+            raise StoreError(_status.bad_request(str(exc))) from None
+        filtered = bool(q.get("labelSelector") or q.get("fieldSelector"))
+        if watch:
+            return await self._watch(request, rt, ns, match, watch_renderer(out, rt))
+        limit = _int_param(q, "limit")
+        for attempt in (0, 1):
+            try:
+                result = self.store.list(
+                    rt, ns, match,
+                    resource_version=q.get("resourceVersion", ""),
+                    rv_match=q.get("resourceVersionMatch", ""),
+                    limit=limit,
+                    continue_token=q.get("continue", ""),
+                    filtered=filtered,
+                )
+                break
+            except RVTooLarge as exc:
+                if attempt or not await self.store.wait_for_rv(exc.requested,
+                                                               self.opts.too_large_rv_wait):
+                    raise
+        meta: JSON = {"resourceVersion": result.resource_version}
+        if result.continue_token:
+            meta["continue"] = result.continue_token
+        if result.remaining_item_count is not None:
+            meta["remainingItemCount"] = result.remaining_item_count
+        return list_response(out, rt, result.items, meta)
+
+    async def _watch(
+        self, request: web.Request, rt: ResourceType, ns: str | None,
+        match: Callable[[JSON], bool], render: WatchRenderer | None,
+    ) -> web.StreamResponse:
+        q = request.query
+        rv = q.get("resourceVersion", "")
+        sie_raw = q.get("sendInitialEvents")
+        bookmarks = _http.query_bool(q, "allowWatchBookmarks")
+        if sie_raw is None and self.opts.watch_list and rv in ("", "0"):
+            sie_raw = "true"  # SetListOptionsDefaults with the WatchList gate on (file 071)
+        send_initial = sie_raw is not None and _http.param_true(sie_raw)
+        timeout: float | None = self.opts.default_watch_timeout
+        if q.get("timeoutSeconds"):
+            try:
+                timeout = float(q["timeoutSeconds"])
+            except ValueError:
+                raise StoreError(_status.bad_request(
+                    f'strconv.ParseInt: parsing "{q["timeoutSeconds"]}": invalid syntax')) from None
+        since: int | None
+        if sie_raw is not None and not send_initial and rv in ("", "0"):
+            since = self.store.rv  # sendInitialEvents=false: only changes from now on
+        elif send_initial or rv in ("", "0"):
+            since = None
+            if rv not in ("", "0"):
+                n = parse_rv(rv)
+                if n > self.store.rv and not await self.store.wait_for_rv(
+                        n, self.opts.too_large_rv_wait):
+                    raise RVTooLarge(n, self.store.rv)
+        else:
+            since = parse_rv(rv)
+            if since > self.store.rv and not await self.store.wait_for_rv(
+                    since, self.opts.too_large_rv_wait):
+                raise RVTooLarge(since, self.store.rv)
+        info = RequestInfo(request.method, request.path, request.get(_http.USER), True)
+        opts = WatchOptions(
+            bookmarks=bookmarks,
+            timeout=timeout,
+            initial_events_end=send_initial and self.opts.watch_list,
+            bookmark_interval=self.opts.bookmark_interval,
+            bookmark_lead=self.opts.bookmark_lead,
+            initial_events_end_delay=self.opts.initial_events_end_delay,
+            render=render,
+        )
+        try:
+            sub = self.store.subscribe(rt, ns, match, since=since)
+        except RVTooLarge:
+            raise
+        except StoreError as exc:
+            if exc.code != 410:
+                raise
+            # too old: HTTP 200, then one ERROR event, then the end (file 062)
+            dummy = OpenWatch(request, self.store.subscribe(rt, ns, match, since=None), info)
+            dummy.sub.close()
+            return await WatchStream(request, dummy, opts, self.faults,
+                                     self.stopping).error_and_close(exc.status)
+        watch = OpenWatch(request, sub, info)
+        self.watches.add(watch)
+        try:
+            return await WatchStream(request, watch, opts, self.faults, self.stopping).run()
+        finally:
+            self.watches.discard(watch)
+
+    # ---- writes ----------------------------------------------------------------------------
+
+    async def _patch(
+        self, request: web.Request, rt: ResourceType, ns: str, route: Route, dry_run: bool
+    ) -> web.Response:
+        raw = await self.read_body(request)
+        ptype, body = _http.decode_patch_body(request, raw, rt.kind, rt.is_custom)
+        q = request.query
+        manager = request[_http.MANAGER]
+        causes: list[JSON] = []
+        if ptype == "apply":
+            if not q.get("fieldManager"):
+                causes.append(_status.cause(
+                    "FieldValueRequired", "Required value: is required for apply patch",
+                    "fieldManager"))
+            manager = q.get("fieldManager", "")
+        check = self._field_check(q, "PatchOptions", causes)
+        if check.directive != "Ignore" and ptype != "apply":
+            check.duplicates = _validation.duplicate_fields(raw)
+        obj, code = self.registry.patch(
+            rt, ns, route.name, ptype, body, manager=manager, subresource=route.subresource,
+            force=_http.query_bool(q, "force"), dry_run=dry_run, check=check)
+        return _warned(_http.json_response(obj, code), check)
+
+    async def _delete(
+        self, request: web.Request, rt: ResourceType, ns: str, name: str, dry_run: bool
+    ) -> web.Response:
+        raw = await self.read_body(request)
+        opts: JSON = {}
+        if raw.strip():
+            decoded = _http.decode_json(raw, "DeleteOptions")
+            if isinstance(decoded, dict):
+                opts = decoded
+        pre = opts.get("preconditions") or {}
+        q = request.query
+        propagation = q.get("propagationPolicy") or opts.get("propagationPolicy") or ""
+        dry = dry_run or "All" in (opts.get("dryRun") or [])
+        body = self.registry.delete(
+            rt, ns, name, uid=str(pre.get("uid") or ""),
+            resource_version=str(pre.get("resourceVersion") or ""),
+            propagation=str(propagation), dry_run=dry)
+        return _http.json_response(body)
+
+    def _delete_collection(
+        self, request: web.Request, rt: ResourceType, ns: str | None, dry_run: bool
+    ) -> web.Response:
+        q = request.query
+        try:
+            match = matcher(q.get("labelSelector", ""), q.get("fieldSelector", ""), rt.plural)
+        except SelectorError as exc:
+            raise StoreError(_status.bad_request(str(exc))) from None
+        listed_at = self.store.rv  # the list the deletions came from (file 123)
+        gone = self.registry.delete_collection(rt, ns, match, dry_run=dry_run)
+        items = [list_item(rt, i) for i in gone]
+        return _http.json_response({"kind": rt.list_kind, "apiVersion": rt.group_version,
+                                    "metadata": {"resourceVersion": str(listed_at)},
+                                    "items": items})
+
+    # ---- server-side control ---------------------------------------------------------------
+
+    def _selected(self, path_prefix: str | None) -> list[OpenWatch]:
+        return [w for w in self.watches
+                if path_prefix is None or w.request.path.startswith(path_prefix)]
+
+    def stop_all(self, path_prefix: str | None = None) -> None:
+        """End every open watch (whose URL path starts with ``path_prefix``) cleanly."""
+        for w in self._selected(path_prefix):
+            w.sub.end()
+
+    def reset_all(self, path_prefix: str | None = None) -> None:
+        """Abort the connection of every open watch (whose path starts with ``path_prefix``)."""
+        for w in self._selected(path_prefix):
+            w.abort()

@@ -1,0 +1,132 @@
+"""Value checks the apiserver's validation runs on every object: labels, annotation keys,
+ConfigMap/Secret data keys. Returned as 422 causes so the registry can report them together
+with the name's (file 091: one message, causes in brackets, in ValidateObjectMeta's order).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from watchkeeper_sim import status as _status
+from watchkeeper_sim.model import JSON, ResourceType
+
+_NAME_PART = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+_CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+
+_NAME_PART_MSG = (
+    "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and "
+    "end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex "
+    "used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+)
+_QUALIFIED_MSG = (
+    "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must "
+    "start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or "
+    "'123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') "
+    "with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+)
+SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' "
+    "or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex "
+    "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+_LABEL_VALUE_MSG = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or "
+    "'my_value',  or '12345', regex used for validation is "
+    "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+)
+_CONFIG_KEY_MSG = (
+    "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. "
+    "'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is "
+    "'[-._a-zA-Z0-9]+')"
+)
+
+
+def _quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def qualified_name_errors(value: str) -> list[str]:
+    """apimachinery IsQualifiedName (label and annotation keys)."""
+    parts = value.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            return ["prefix part must be non-empty"]
+        if len(prefix) > 253:
+            return ["prefix part must be no more than 253 characters"]
+        if not SUBDOMAIN.fullmatch(prefix):
+            return ["prefix part " + SUBDOMAIN_MSG]
+    else:
+        return [_QUALIFIED_MSG]
+    if not name:
+        return ["name part must be non-empty"]
+    errs = []
+    if len(name) > 63:
+        errs.append("name part must be no more than 63 characters")
+    if not _NAME_PART.fullmatch(name):
+        errs.append(_NAME_PART_MSG)
+    return errs
+
+
+def _label_value_errors(value: str) -> list[str]:
+    errs = []
+    if len(value) > 63:
+        errs.append("must be no more than 63 characters")
+    if not _LABEL_VALUE.fullmatch(value):
+        errs.append(_LABEL_VALUE_MSG)
+    return errs
+
+
+def _config_key_errors(key: str) -> list[str]:
+    errs = []
+    if len(key) > 253:
+        errs.append("must be no more than 253 characters")
+    if not _CONFIG_KEY.fullmatch(key):
+        errs.append(_CONFIG_KEY_MSG)
+    if key == ".":
+        errs.append("must not be '.'")
+    elif key == "..":
+        errs.append("must not be '..'")
+    elif key.startswith(".."):
+        errs.append("must not start with '..'")
+    return errs
+
+
+def _invalid(field: str, value: str, errors: list[str]) -> list[JSON]:
+    return [_status.cause("FieldValueInvalid", f"Invalid value: {_quote(value)}: {e}", field)
+            for e in errors]
+
+
+def _strings(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def metadata_causes(obj: JSON) -> list[JSON]:
+    """ValidateObjectMeta's label and annotation checks (after the name's, file 091)."""
+    meta = _strings(obj.get("metadata"))
+    causes: list[JSON] = []
+    for key, value in _strings(meta.get("labels")).items():
+        causes += _invalid("metadata.labels", key, qualified_name_errors(key))
+        if isinstance(value, str):
+            causes += _invalid("metadata.labels", value, _label_value_errors(value))
+    for key in _strings(meta.get("annotations")):
+        causes += _invalid("metadata.annotations", key, qualified_name_errors(key.lower()))
+    return causes
+
+
+def data_causes(rt: ResourceType, obj: JSON) -> list[JSON]:
+    """ConfigMap and Secret key checks: ``data[key]`` causes (file 091)."""
+    if rt.group or rt.kind not in ("ConfigMap", "Secret"):
+        return []
+    causes: list[JSON] = []
+    fields = ("data", "binaryData") if rt.kind == "ConfigMap" else ("data",)
+    for name in fields:
+        for key in _strings(obj.get(name)):
+            causes += _invalid(f"{name}[{key}]", key, _config_key_errors(key))
+    return causes

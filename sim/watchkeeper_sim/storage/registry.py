@@ -1,0 +1,751 @@
+"""Write semantics on top of the store: what the apiserver's registry strategies do.
+
+Create/update/patch/delete with validation, uid/timestamps/generation, the status
+subresource split (files 142, 143), finalizers and graceful deletion (157-166), dry runs,
+managedFields, and the side effects of CRDs (serving new types, cleaning up on delete) and
+namespaces (terminating, then emptied, given the controller's conditions and removed:
+168-171). Owner references are the garbage collector's business (_gc, 172-173).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import random
+import re
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from watchkeeper.supervisor import start_task
+from watchkeeper_sim import status as _status
+from watchkeeper_sim.documents import events as _events
+from watchkeeper_sim.documents import keyorder as _keyorder
+from watchkeeper_sim.model import JSON, ResourceType
+from watchkeeper_sim.storage import fields as _fields
+from watchkeeper_sim.storage import metavalid as _metavalid
+from watchkeeper_sim.storage import namespaces as _namespaces
+from watchkeeper_sim.storage import patch as _patch
+from watchkeeper_sim.storage import validation as _validation
+from watchkeeper_sim.storage.gc import FOREGROUND, ORPHAN, GarbageCollector
+from watchkeeper_sim.storage.resources import CRD_GROUP, CRDError, crd_types
+from watchkeeper_sim.storage.store import Matcher, ObjectStore, StoreError, obj_key
+from watchkeeper_sim.storage.validation import FieldCheck
+
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_LABEL_MSG = (
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
+    "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex "
+    "used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+)
+_DNS_LABEL_PLURALS = {"namespaces", "services"}
+# types whose status is a struct the apiserver always encodes: a new one shows "status": {} (135)
+_EMPTY_STATUS_ON_CREATE = {("flowcontrol.apiserver.k8s.io", "flowschemas"),
+                           ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations")}
+# RBAC names are path segments (ValidateRBACName): "system:basic-user" is valid
+_PATH_SEGMENT_GROUPS = {"rbac.authorization.k8s.io"}
+_GEN_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_KEEP_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+              "generation", "name", "namespace")
+CRD_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
+
+
+def iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def _meta(obj: JSON) -> JSON:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
+        obj["metadata"] = meta
+    return meta
+
+
+def _spec_part(obj: JSON) -> JSON:
+    """Everything generation tracks: the object without metadata, status, kind, apiVersion."""
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "kind", "apiVersion")}
+
+
+def _comparable(obj: JSON) -> JSON:
+    out = copy.deepcopy(obj)
+    meta = out.get("metadata") or {}
+    meta.pop("resourceVersion", None)
+    meta.pop("managedFields", None)
+    return out
+
+
+def present(obj: JSON, rt: ResourceType) -> JSON:
+    """The object as served at ``rt``'s version: kind and apiVersion first (built-ins)."""
+    if rt.plural == "events":  # core and events.k8s.io views of one stored set
+        obj = _events.serve(rt, obj)
+    out: JSON = {"kind": rt.kind, "apiVersion": rt.group_version}
+    out.update((k, v) for k, v in obj.items() if k not in ("kind", "apiVersion"))
+    if rt.is_custom:  # unstructured: every key sorted (140-146)
+        return _keyorder.sort_object(out)
+    return out
+
+
+class Registry:
+    """Kubernetes write semantics over an ObjectStore."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        wall_clock: Callable[[], float] = time.time,
+        namespace_cleanup_delay: float = 0.05,
+        crd_watch_close_delay: float = 1.0,
+    ) -> None:
+        self.store = store
+        self.wall_clock = wall_clock
+        self.namespace_cleanup_delay = namespace_cleanup_delay
+        self.crd_watch_close_delay = crd_watch_close_delay
+        # What a cluster's controllers do when a namespace appears (ApiServer sets it).
+        self.on_namespace_created: Callable[[str], None] | None = None
+        # The garbage collector (ApiServer sets it): told when owners may have gone.
+        self.gc: GarbageCollector | None = None
+        # Checks a write must pass before it is stored (ApiServer installs RBAC escalation
+        # prevention): (type, namespace, new object, old object or None on create); they
+        # raise StoreError to refuse. Dry runs are checked too, as on a real apiserver.
+        self.admit: Callable[[ResourceType, str, JSON, JSON | None], None] | None = None
+        self._ns_tasks: set[asyncio.Task[None]] = set()
+
+    def now(self) -> str:
+        return iso(self.wall_clock())
+
+    def ns_type(self) -> ResourceType:
+        rt = self.store.lookup("", "v1", "namespaces")
+        assert rt is not None
+        return rt
+
+    # ---- validation ------------------------------------------------------------------------
+
+    def _check_body(self, rt: ResourceType, body: Any) -> JSON:
+        if not isinstance(body, dict):
+            raise StoreError(_status.bad_request(
+                f"the object provided is unrecognized (must be of type {rt.kind}): couldn't "
+                "get version/kind; json parse error: expected an object"))
+        kind = body.get("kind") or rt.kind
+        api_version = body.get("apiVersion") or rt.group_version
+        if kind != rt.kind or api_version != rt.group_version:
+            version = str(api_version).split("/")[-1]
+            internal = rt.group.split(".")[0] if rt.group else "core"
+            raise StoreError(_status.bad_request(
+                f'{kind} in version "{version}" cannot be handled as a {rt.kind}: converting '
+                f"({version}.{kind}) to ({internal}.{rt.kind}): unknown conversion"))
+        return copy.deepcopy(body)
+
+    def _schema(self, rt: ResourceType) -> JSON | None:
+        """A custom resource's openAPIV3Schema, read from its CRD (None for built-ins)."""
+        if not rt.is_custom:
+            return None
+        crds = self.store.lookup(CRD_GROUP, "v1", "customresourcedefinitions")
+        crd = None if crds is None else self.store.peek(crds, "", f"{rt.plural}.{rt.group}")
+        return _validation.crd_schema(crd, rt.version)
+
+    def _decode(self, rt: ResourceType, obj: JSON, check: FieldCheck | None,
+                whole_body: bool) -> None:
+        """Drop unknown fields (in place) and report them as ``check`` asks (112-115, 148)."""
+        unknown = _validation.drop_unknown(rt, obj, self._schema(rt))
+        if check is not None:
+            check.report(rt, unknown, whole_body)
+
+    def _validate(self, rt: ResourceType, obj: JSON, name: str | None) -> None:
+        """422 Invalid with every cause at once, in the apiserver's order (files 090, 091,
+        147): the name (on create, ``name`` not None), labels and annotations, data keys,
+        then a custom resource's schema."""
+        causes = [] if name is None else self._name_causes(rt, name)
+        causes += _metavalid.metadata_causes(obj) + _metavalid.data_causes(rt, obj)
+        if rt.is_custom:
+            causes += _validation.schema_causes(obj, self._schema(rt))
+        if causes:
+            if name is None:
+                name = str(_meta(obj).get("name") or "")
+            raise StoreError(_status.invalid(rt.kind, rt.group if rt.is_custom else "", name,
+                                             causes))
+
+    def _name_causes(self, rt: ResourceType, name: str) -> list[JSON]:
+        if not name:
+            return [_status.cause("FieldValueRequired",
+                                  "Required value: name or generateName is required",
+                                  "metadata.name")]
+        if rt.group in _PATH_SEGMENT_GROUPS and not rt.is_custom:
+            bad = next((m for bad, m in ((name in (".", ".."), f"may not be '{name}'"),
+                                         ("/" in name, "may not contain '/'"),
+                                         ("%" in name, "may not contain '%'")) if bad), None)
+            if bad is not None:
+                return [_status.cause("FieldValueInvalid", f'Invalid value: "{name}": {bad}',
+                                      "metadata.name")]
+            return []
+        label = rt.plural in _DNS_LABEL_PLURALS
+        pattern = _LABEL if label else _metavalid.SUBDOMAIN
+        ok = pattern.fullmatch(name) and len(name) <= (63 if label else 253)
+        if not ok:
+            msg = f'Invalid value: "{name}": ' + (_LABEL_MSG if label else _metavalid.SUBDOMAIN_MSG)
+            return [_status.cause("FieldValueInvalid", msg, "metadata.name")]
+        return []
+
+    def _check_namespace(self, rt: ResourceType, namespace: str, obj: JSON, name: str) -> None:
+        meta = _meta(obj)
+        if not rt.namespaced:
+            meta.pop("namespace", None)
+            return
+        body_ns = meta.get("namespace")
+        if body_ns and body_ns != namespace:
+            raise StoreError(_status.bad_request(
+                "the namespace of the provided object does not match the namespace sent on "
+                "the request"))
+        meta["namespace"] = namespace
+
+    def _namespace_usable(self, rt: ResourceType, namespace: str, name: str) -> None:
+        if not rt.namespaced:
+            return
+        ns = self.store.peek(self.ns_type(), "", namespace)
+        if ns is None:
+            raise StoreError(_status.not_found("namespaces", "", namespace))
+        if (ns.get("metadata") or {}).get("deletionTimestamp"):
+            raise StoreError(_status.forbidden(
+                f'{_status.qualified(rt.plural, rt.group)} "{name}" is forbidden: unable to '
+                f"create new content in namespace {namespace} because it is being terminated",
+                {"name": name, **({"group": rt.group} if rt.group else {}), "kind": rt.plural,
+                 "causes": [{"reason": "NamespaceTerminating",
+                             "message": f"namespace {namespace} is being terminated",
+                             "field": "metadata.namespace"}]}))
+
+    # ---- create ----------------------------------------------------------------------------
+
+    def create(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        body: Any,
+        *,
+        manager: str,
+        dry_run: bool = False,
+        managed: bool = True,
+        check: FieldCheck | None = None,
+    ) -> JSON:
+        """POST: a new object (201). ``managed=False`` when managedFields are already set."""
+        obj = self._check_body(rt, body)
+        self._decode(rt, obj, check, whole_body=True)
+        obj = _events.to_storage(rt, obj)
+        meta = _meta(obj)
+        name = meta.get("name") or ""
+        if not name and meta.get("generateName"):
+            name = str(meta["generateName"]) + "".join(random.choices(_GEN_ALPHABET, k=5))
+        self._check_namespace(rt, namespace, obj, name)
+        self._namespace_usable(rt, namespace, name)
+        obj["kind"], obj["apiVersion"] = rt.kind, rt.group_version
+        for k in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds",
+                  "selfLink", "uid", "creationTimestamp", "generation"):
+            meta.pop(k, None)
+        if managed:
+            meta.pop("managedFields", None)
+        meta["name"] = name
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = self.now()
+        if rt.has_generation:
+            meta["generation"] = 1
+        if rt.has_status and rt.key != ("", "namespaces"):
+            obj.pop("status", None)
+        if self.admit is not None:  # the policy-based storage checks before validation
+            self.admit(rt, namespace, obj, None)
+        self._validate(rt, obj, name)
+        is_ns = rt.key == ("", "namespaces")
+        if is_ns:  # a default: owned by the creator (file 168)
+            meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = name
+            obj.pop("spec", None)
+            obj.pop("status", None)
+        new_types: list[ResourceType] = []
+        if rt.key == (CRD_GROUP, "customresourcedefinitions"):
+            new_types = self._crd_prepare(obj)
+        if managed:
+            _fields.record_update(None, obj, manager=manager, api_version=rt.group_version,
+                                  now=meta["creationTimestamp"], custom=rt.is_custom)
+        if new_types:
+            self._crd_initial_status(obj)
+        if is_ns:  # set by the strategy after field tracking: nobody owns these (file 168)
+            obj["spec"] = {"finalizers": ["kubernetes"]}
+            obj["status"] = {"phase": "Active"}
+        if rt.key in _EMPTY_STATUS_ON_CREATE:
+            obj["status"] = {}  # after managedFields: an empty struct is owned by nobody
+        meta["resourceVersion"] = ""  # reserves its place in the key order; set by the store
+        obj = _order_meta(obj, rt)
+        if dry_run:
+            obj["metadata"].pop("resourceVersion")
+            return present(obj, rt)
+        if self.store.peek(rt, meta.get("namespace", ""), name) is not None:
+            raise StoreError(_status.already_exists(rt.plural, rt.group, name))
+        stored = self.store.insert(rt, obj)
+        if meta.get("ownerReferences"):
+            self._gc_notice()
+        if new_types:
+            self._crd_established(rt, stored, new_types)
+        if rt.key == ("", "namespaces") and self.on_namespace_created is not None:
+            self.on_namespace_created(name)
+        return present(stored, rt)
+
+    # ---- update ----------------------------------------------------------------------------
+
+    def update(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        body: Any,
+        *,
+        manager: str,
+        subresource: str = "",
+        dry_run: bool = False,
+        check: FieldCheck | None = None,
+    ) -> JSON:
+        """PUT on an object or its /status (no create-on-update: 404 like file 109)."""
+        obj = self._check_body(rt, body)
+        self._decode(rt, obj, check, whole_body=True)
+        body_name = _meta(obj).get("name")
+        if body_name and body_name != name:
+            raise StoreError(_status.bad_request(
+                f"the name of the object ({body_name}) does not match the name on the URL "
+                f"({name})"))
+        self._check_namespace(rt, namespace, obj, name)
+        old = self.store.get(rt, namespace, name)
+        expected = str(_meta(obj).get("resourceVersion") or "")
+        return self._commit(rt, old, obj, manager=manager, subresource=subresource,
+                            expected_rv=expected, dry_run=dry_run)
+
+    def _commit(
+        self,
+        rt: ResourceType,
+        old: JSON,
+        new: JSON,
+        *,
+        manager: str,
+        subresource: str,
+        expected_rv: str,
+        dry_run: bool,
+        fields_done: bool = False,
+    ) -> JSON:
+        """The shared tail of PUT, PATCH and apply: merge rules, checks, store, side effects."""
+        old_meta = old["metadata"]
+        seen: JSON | None = None
+        if subresource == "status":
+            if rt.is_custom:  # field tracking resets only spec (142)
+                seen = {**_spec_part(old), **{k: v for k, v in new.items()
+                                              if k in ("metadata", "status")}}
+            merged = copy.deepcopy(old)
+            if "status" in new:
+                merged["status"] = new["status"]
+            else:
+                merged.pop("status", None)
+            if fields_done:  # apply computed the ownership of this write: keep it
+                _meta(merged)["managedFields"] = copy.deepcopy(
+                    _meta(new).get("managedFields") or [])
+            new = merged
+        else:
+            new = _events.to_storage(rt, copy.deepcopy(new))
+            new_meta = _meta(new)
+            for k in _KEEP_META:
+                if k in old_meta:
+                    new_meta[k] = old_meta[k]
+                else:
+                    new_meta.pop(k, None)
+            if rt.has_status:
+                if "status" in old:
+                    new["status"] = old["status"]
+                else:
+                    new.pop("status", None)
+            if rt.key == ("", "namespaces"):
+                new["spec"] = old.get("spec", {})
+        new["kind"], new["apiVersion"] = rt.kind, rt.group_version
+        new_meta = _meta(new)
+        if not fields_done:
+            new_meta["managedFields"] = copy.deepcopy(old_meta.get("managedFields") or [])
+        if old_meta.get("deletionTimestamp"):
+            added = [f for f in new_meta.get("finalizers") or []
+                     if f not in (old_meta.get("finalizers") or [])]
+            if added:
+                quoted = ", ".join(f'"{f}"' for f in added)
+                msg = ("Forbidden: no new finalizers can be added if the object is being "
+                       f"deleted, found new finalizers []string{{{quoted}}}")
+                cause = _status.cause("FieldValueForbidden", msg, "metadata.finalizers")
+                # kube-apiserver 1.28 lists this cause twice (file 159)
+                raise StoreError(_status.invalid(
+                    rt.kind, rt.group if rt.is_custom else "", old_meta["name"],
+                    [cause, dict(cause)]))
+        if rt.has_generation and _spec_part(new) != _spec_part(old):
+            new_meta["generation"] = int(old_meta.get("generation") or 0) + 1
+        if not fields_done:
+            _fields.record_update(old, new, manager=manager, api_version=rt.group_version,
+                                  now=self.now(), subresource=subresource, custom=rt.is_custom,
+                                  seen=seen)
+        new_meta["resourceVersion"] = old_meta.get("resourceVersion")
+        new = _order_meta(new, rt)
+        if self.admit is not None:  # on the updated object, before the RV check (409)
+            self.admit(rt, obj_key(old)[0], new, old)
+        if expected_rv and expected_rv != old_meta.get("resourceVersion"):
+            raise StoreError(_status.conflict(rt.plural, rt.group, old_meta["name"],
+                                              _status.STALE))
+        self._validate(rt, new, None)
+        if _comparable(new) == _comparable(old) or dry_run:
+            return present(new if dry_run else old, rt)
+        ns, name = obj_key(old)
+        if old_meta.get("deletionTimestamp") and not new_meta.get("finalizers"):
+            # the last finalizer went: the object is gone; watchers see DELETED (old object)
+            self.store.remove(rt, ns, name, last=old)
+            self._after_removal(rt, old)
+            return present(new, rt)
+        stored = self.store.replace(rt, new, expected_rv)
+        if new_meta.get("ownerReferences") != old_meta.get("ownerReferences"):
+            self._gc_notice()
+        if rt.key == (CRD_GROUP, "customresourcedefinitions"):
+            self._crd_sync(stored)
+        return present(stored, rt)
+
+    # ---- patch -----------------------------------------------------------------------------
+
+    def patch(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        patch_type: str,
+        body: Any,
+        *,
+        manager: str,
+        subresource: str = "",
+        force: bool = False,
+        dry_run: bool = False,
+        check: FieldCheck | None = None,
+    ) -> tuple[JSON, int]:
+        """PATCH of any supported type; returns (object, HTTP status: 200, or 201 for apply)."""
+        if patch_type == "apply":
+            return self._apply(rt, namespace, name, body, manager=manager,
+                               subresource=subresource, force=force, dry_run=dry_run,
+                               check=check)
+        old = self.store.get(rt, namespace, name)
+        view = _events.view_of(rt, old)  # a patch is written against the served form
+        try:
+            if patch_type == "json":
+                new = _patch.json_patch(view, body)
+            elif patch_type == "strategic":
+                new = _patch.strategic_merge(view, body)
+            else:
+                new = _patch.merge_patch(view, body)
+        except _patch.PatchError:
+            raise StoreError(_status.status(
+                422, "Invalid", "the server rejected our request due to an error in our request",
+                {})) from None
+        if not isinstance(new, dict):
+            raise StoreError(_status.bad_request("the patch did not produce an object"))
+        self._check_patched(rt, namespace, name, new)
+        new = copy.deepcopy(new)
+        self._decode(rt, new, check, whole_body=False)
+        expected = str(_meta(new).get("resourceVersion") or "")
+        return self._commit(rt, old, new, manager=manager, subresource=subresource,
+                            expected_rv=expected, dry_run=dry_run), 200
+
+    def _check_patched(self, rt: ResourceType, namespace: str, name: str, new: JSON) -> None:
+        meta = _meta(new)
+        if meta.get("name") != name:
+            raise StoreError(_status.bad_request(
+                f"the name of the object ({meta.get('name')}) does not match the name on the "
+                f"URL ({name})"))
+        if rt.namespaced and meta.get("namespace") not in (None, namespace):
+            raise StoreError(_status.bad_request(
+                "the namespace of the provided object does not match the namespace sent on "
+                "the request"))
+
+    def _apply(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        config: Any,
+        *,
+        manager: str,
+        subresource: str,
+        force: bool,
+        dry_run: bool,
+        check: FieldCheck | None = None,
+    ) -> tuple[JSON, int]:
+        config = self._check_body(rt, config)
+        self._decode(rt, config, check, whole_body=False)
+        cmeta = _meta(config)
+        if cmeta.get("name") and cmeta["name"] != name:
+            raise StoreError(_status.bad_request(
+                f"the name of the object ({cmeta['name']}) does not match the name on the URL "
+                f"({name})"))
+        self._check_namespace(rt, namespace, config, name)
+        cmeta.pop("managedFields", None)
+        current = self.store.peek(rt, namespace, name)
+        now = self.now()
+        try:
+            result = _fields.apply(
+                _events.view_of(rt, copy.deepcopy(current)) if current else None, config,
+                manager=manager,
+                force=force, api_version=rt.group_version, now=now, subresource=subresource,
+                custom=rt.is_custom)
+        except _fields.ApplyConflict as exc:
+            raise StoreError(_status.status(409, "Conflict", exc.message,
+                                            {"causes": exc.causes()})) from None
+        if current is None:
+            _meta(result)["name"] = name
+            return self.create(rt, namespace, result, manager=manager, dry_run=dry_run,
+                               managed=False), 201
+        expected = str(cmeta.get("resourceVersion") or "")
+        _meta(result)["resourceVersion"] = current["metadata"].get("resourceVersion")
+        return self._commit(rt, copy.deepcopy(current), result, manager=manager,
+                            subresource=subresource, expected_rv=expected, dry_run=dry_run,
+                            fields_done=True), 200
+
+    # ---- delete ----------------------------------------------------------------------------
+
+    def delete(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        *,
+        uid: str = "",
+        resource_version: str = "",
+        propagation: str = "",
+        dry_run: bool = False,
+    ) -> JSON:
+        """DELETE: Status Success, or the object when it lingers (finalizers, propagation)."""
+        old = self.store.get(rt, namespace, name)
+        meta = old["metadata"]
+        if uid and uid != meta.get("uid"):
+            raise StoreError(_status.precondition_conflict(
+                rt.kind, rt.group, name,
+                f"the UID in the precondition ({uid}) does not match the UID in record "
+                f"({meta.get('uid')}). The object might have been deleted and then recreated"))
+        if resource_version and resource_version != meta.get("resourceVersion"):
+            raise StoreError(_status.precondition_conflict(
+                rt.kind, rt.group, name,
+                f"the ResourceVersion in the precondition ({resource_version}) does not match "
+                f"the ResourceVersion in record ({meta.get('resourceVersion')}). The object "
+                "might have been modified"))
+        if meta.get("deletionTimestamp"):
+            return present(old, rt)
+        finalizers = list(meta.get("finalizers") or [])
+        extra = {"Foreground": FOREGROUND, "Orphan": ORPHAN}.get(propagation)
+        if extra and extra not in finalizers:
+            finalizers.append(extra)
+        is_ns = rt.key == ("", "namespaces")
+        is_crd = rt.key == (CRD_GROUP, "customresourcedefinitions")
+        if not finalizers and not is_ns and not is_crd:
+            if not dry_run:
+                self.store.remove(rt, namespace, name)
+                self._after_removal(rt, old)
+            return _status.success(name, rt.group, rt.plural, str(meta.get("uid")))
+        new = copy.deepcopy(old)
+        nmeta = new["metadata"]
+        nmeta["deletionTimestamp"] = self.now()
+        if is_crd:
+            finalizers.append(CRD_FINALIZER)
+            status = new.setdefault("status", {})
+            status["conditions"] = [*(status.get("conditions") or []), {
+                "type": "Terminating", "status": "True", "lastTransitionTime": self.now(),
+                "reason": "InstanceDeletionPending",
+                "message": "CustomResourceDefinition marked for deletion; CustomResource "
+                           "deletion will begin soon"}]
+        elif not is_ns:
+            nmeta["deletionGracePeriodSeconds"] = 0
+        if finalizers:
+            nmeta["finalizers"] = finalizers
+        if is_ns:
+            new["status"] = {"phase": "Terminating"}
+        new = _order_meta(new, rt)
+        if dry_run:
+            return present(new, rt)
+        stored = self.store.replace(rt, new)
+        if is_crd:
+            self._crd_delete(stored)
+        elif is_ns:
+            self._schedule_namespace_cleanup(name)
+        if extra:
+            self._gc_notice()
+        return present(stored, rt)
+
+    def delete_collection(
+        self, rt: ResourceType, namespace: str | None, match: Matcher, *, dry_run: bool = False
+    ) -> list[JSON]:
+        """DELETE on a collection: deletes every match; returns them as they were."""
+        gone = []
+        for obj in self.store.objects(rt, namespace):
+            if not match(obj):
+                continue
+            ns, name = obj_key(obj)
+            try:
+                self.delete(rt, ns, name, dry_run=dry_run)
+            except StoreError:
+                continue
+            gone.append(obj)
+        return gone
+
+    def _gc_notice(self) -> None:
+        if self.gc is not None:
+            self.gc.notice()
+
+    def _after_removal(self, rt: ResourceType, old: JSON) -> None:
+        if self.gc is not None:
+            self.gc.notice_removal()
+        if rt.key == ("", "namespaces"):
+            return
+        if rt.key == (CRD_GROUP, "customresourcedefinitions"):
+            spec = old.get("spec") or {}
+            key = (spec.get("group", ""), (spec.get("names") or {}).get("plural", ""))
+            self.store.end_watches(key)
+            self.store.unregister(*key)
+
+    # ---- CRDs ------------------------------------------------------------------------------
+
+    def _crd_prepare(self, obj: JSON) -> list[ResourceType]:
+        try:
+            types = crd_types(obj)
+        except CRDError as exc:
+            raise StoreError(_status.invalid(
+                "CustomResourceDefinition", CRD_GROUP, _meta(obj).get("name", ""),
+                [_status.cause(r, m, f) for r, f, m in exc.causes])) from None
+        spec = obj["spec"]
+        names = spec["names"]
+        names.setdefault("singular", names["kind"].lower())
+        names.setdefault("listKind", names["kind"] + "List")
+        spec.setdefault("conversion", {"strategy": "None"})
+        return types
+
+    @staticmethod
+    def _crd_initial_status(obj: JSON) -> None:
+        """Set by the strategy after field tracking: nobody owns the initial status (136)."""
+        spec = obj["spec"]
+        obj["status"] = {
+            "conditions": None,
+            "acceptedNames": {"plural": "", "kind": ""},
+            "storedVersions": [v["name"] for v in spec.get("versions", []) if v.get("storage")]
+            or [spec["versions"][0]["name"]],
+        }
+
+    def _crd_established(self, rt: ResourceType, stored: JSON, types: list[ResourceType]) -> None:
+        """Serve the new types and mark the CRD Established, like the apiextensions controllers."""
+        for t in types:
+            self.store.register(t)
+        new = copy.deepcopy(stored)
+        now = self.now()
+        names = dict(new["spec"]["names"])
+        new["status"]["acceptedNames"] = names
+        new["status"]["conditions"] = [
+            {"type": "NamesAccepted", "status": "True", "lastTransitionTime": now,
+             "reason": "NoConflicts", "message": "no conflicts found"},
+            {"type": "Established", "status": "True", "lastTransitionTime": now,
+             "reason": "InitialNamesAccepted", "message": "the initial names have been accepted"},
+        ]
+        _fields.record_update(stored, new, manager="kube-apiserver", api_version=rt.group_version,
+                              now=now, subresource="status")
+        self.store.replace(rt, new)
+
+    def _crd_sync(self, crd: JSON) -> None:
+        """After a CRD update: serve exactly its served versions."""
+        try:
+            types = crd_types(crd)
+        except CRDError:
+            return
+        if not types:
+            return
+        group, plural = types[0].group, types[0].plural
+        served = {t.version for t in types}
+        for (g, v, p) in list(self.store.types):
+            if (g, p) == (group, plural) and v not in served:
+                del self.store.types[(g, v, p)]
+        for t in types:
+            self.store.register(t)
+
+    def _crd_delete(self, crd: JSON) -> None:
+        """Delete every custom resource, end their watches, stop serving, drop the CRD."""
+        spec = crd.get("spec") or {}
+        group = spec.get("group", "")
+        plural = (spec.get("names") or {}).get("plural", "")
+        types = [t for (g, _, p), t in self.store.types.items() if (g, p) == (group, plural)]
+        if types:
+            for obj in self.store.objects(types[0]):
+                ns, name = obj_key(obj)
+                self.store.remove(types[0], ns, name)
+        # the DELETED lines go out at once, the stream ends later (~1 s in 154)
+        self.store.end_watches((group, plural), delay=self.crd_watch_close_delay)
+        self.store.unregister(group, plural)
+        crd_rt = self.store.lookup(CRD_GROUP, "v1", "customresourcedefinitions")
+        if crd_rt is not None:
+            self.store.remove(crd_rt, "", crd["metadata"]["name"])
+        self._gc_notice()  # dependents of the custom resources
+
+    # ---- namespaces ------------------------------------------------------------------------
+
+    def _schedule_namespace_cleanup(self, name: str) -> None:
+        try:
+            asyncio.get_running_loop()  # is there a loop to run it in?
+        except RuntimeError:
+            self._cleanup_namespace(name)
+            return
+        task = start_task(self._namespace_worker(name), name=f"simulator: namespace {name}")
+        self._ns_tasks.add(task)
+        task.add_done_callback(self._ns_tasks.discard)
+
+    async def _namespace_worker(self, name: str) -> None:
+        while True:
+            await asyncio.sleep(self.namespace_cleanup_delay)
+            if self._cleanup_namespace(name):
+                return
+
+    def _cleanup_namespace(self, name: str) -> bool:
+        """Delete the namespace's content; remove it once empty. True when done."""
+        ns = self.store.peek(self.ns_type(), "", name)
+        if ns is None:
+            return True
+        remaining: dict[str, int] = {}
+        finalizers: dict[str, int] = {}
+        for rt in {t.key: t for t in self.store.types.values() if t.namespaced}.values():
+            for obj in self.store.objects(rt, name):
+                oname = obj["metadata"]["name"]
+                if not (obj.get("metadata") or {}).get("deletionTimestamp"):
+                    with contextlib.suppress(StoreError):
+                        self.delete(rt, name, oname)
+                left = self.store.peek(rt, name, oname)
+                if left is None:
+                    continue
+                res = f"{rt.plural}.{rt.group}"
+                remaining[res] = remaining.get(res, 0) + 1
+                for f in (left.get("metadata") or {}).get("finalizers") or []:
+                    finalizers[f] = finalizers.get(f, 0) + 1
+        ns = self.store.peek(self.ns_type(), "", name)
+        if ns is None:
+            return True
+        previous = (ns.get("status") or {}).get("conditions")
+        now = self.now()
+        conditions = _namespaces.deletion_conditions(now, remaining, finalizers, previous)
+        if not _namespaces.same_conditions(previous, conditions):
+            # the controller's status write comes first (file 171: MODIFIED, then DELETED)
+            self.store.replace(self.ns_type(), _namespaces.with_conditions(ns, conditions, now))
+        if remaining:
+            return False
+        self.store.remove(self.ns_type(), "", name)
+        if self.gc is not None:
+            self.gc.notice_removal()
+        return True
+
+    def cancel_background(self) -> None:
+        for task in list(self._ns_tasks):
+            task.cancel()
+        if self.gc is not None:
+            self.gc.cancel()
+
+
+def _order_meta(obj: JSON, rt: ResourceType) -> JSON:
+    """Metadata keys in the apiserver's order, so dumps read like the real thing."""
+    if not rt.is_custom:
+        _keyorder.canonical(obj, rt.group, rt.plural)
+    meta = obj.get("metadata") or {}
+    ordered = {k: meta[k] for k in _keyorder.META_ORDER if k in meta}
+    ordered.update((k, v) for k, v in meta.items() if k not in ordered)
+    obj["metadata"] = ordered
+    return obj
