@@ -14,13 +14,16 @@ import enum
 import logging
 import random
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Literal
 
 from watchkeeper.backoff import Backoff, DefaultBackoff
 from watchkeeper.client import Api, ApiError, BadRequest, ConnectionFailed, Gone, Invalid
-from watchkeeper.client.api import KeyFields, decode_line_object, key_fields
+from watchkeeper.client._pieces import decode_keys, decode_object
+from watchkeeper.client.api import KeyFields, key_fields
 from watchkeeper.client.errors import error_from_status
 
 __all__ = [
@@ -73,11 +76,12 @@ class _ObjectEvent:
         self,
         obj: JSON | None,
         _key: KeyFields | None = None,
-        _line: bytes | None = None,
+        _line: Any = None,
         _strip: bool = False,
     ) -> None:
-        # The three private arguments are the watcher's lazy form (one call per event).
-        if obj is None and (_key is None or _line is None):
+        # The three private arguments are the watcher's lazy form (one call per event):
+        # ``_line`` is the object's raw JSON (``msgspec.Raw``), validated by the stream.
+        if obj is None and _line is None:
             raise TypeError(f"{type(self).__name__} needs an object")
         self._obj = obj
         self._key = _key
@@ -89,7 +93,7 @@ class _ObjectEvent:
         obj = self._obj
         if obj is None:
             assert self._line is not None
-            obj = decode_line_object(self._line)
+            obj = decode_object(self._line)
             if self._strip:
                 _strip(obj)
             self._obj, self._line = obj, None
@@ -98,7 +102,8 @@ class _ObjectEvent:
     def _keys(self) -> KeyFields:
         keys = self._key
         if keys is None:
-            keys = self._key = key_fields(self.obj)
+            line = self._line
+            keys = self._key = key_fields(self.obj) if line is None else decode_keys(line)
         return keys
 
     @property
@@ -415,10 +420,16 @@ class Watcher:
                     async for ev in self._paginated_list(progress):
                         yield ev
                     need_list = False
-                async for ev in self._watch_once(progress, need_list and streaming):
-                    if ev.__class__ is InitDone:
-                        need_list = False
-                    yield ev
+                async for batch in self._watch_once(progress, need_list and streaming):
+                    item = None
+                    try:
+                        for item in batch:
+                            if item.__class__ is InitDone:
+                                need_list = False
+                            yield item
+                    except GeneratorExit:
+                        self._stopped_at(batch, item)
+                        raise
                 previous_gone = False
                 continue  # a normal end: re-watch at once from the last resourceVersion
             except ApiError as error:
@@ -501,8 +512,22 @@ class Watcher:
         progress.progressed()
         yield InitDone()
 
-    async def _watch_once(self, progress: _Progress, initial: bool) -> AsyncIterator[Event]:
-        """One watch request; with ``initial`` it is a streaming list (sendInitialEvents)."""
+    def _stopped_at(self, batch: list[Event], ev: Event | None) -> None:
+        """The consumer stopped inside a batch: resume from the last event it was given,
+        not from the end of the piece (which it never saw)."""
+        upto = next((i for i, e in enumerate(batch) if e is ev), -1)
+        for e in reversed(batch[:upto + 1]):
+            if isinstance(e, _ObjectEvent) and e.resource_version:
+                self.resource_version = e.resource_version
+                return
+
+    async def _watch_once(
+        self, progress: _Progress, initial: bool
+    ) -> AsyncIterator[list[Event]]:
+        """One watch request; with ``initial`` it is a streaming list (sendInitialEvents).
+
+        Yields the events of each decoded piece as one list; the bookkeeping (resume
+        version, counters, health) is done per piece, not per event."""
         cfg, clock = self.config, progress.clock
         timeout = cfg.watch_timeout(self._rng)
         rv = self.resource_version
@@ -532,58 +557,81 @@ class Watcher:
                     # without WatchList refuses it (422) and the paginated fallback then
                     # starts the one list there is, so it is counted and announced once.
                     health.relists += 1
-                    yield InitStart()
+                    yield [InitStart()]
                 else:
                     # A watch that stays open is progress even on a quiet resource: without
                     # this, the backoff would keep growing after an outage until an event came.
                     stable = asyncio.get_running_loop().call_later(
                         min(STABLE_AFTER, timeout / 2), progress.progressed
                     )
-                async for kind, obj, key, line in stream.items():
-                    if kind == "ERROR":
-                        raise error_from_status(
-                            obj if obj is not None else decode_line_object(line or b""),
-                            method="WATCH", path=self.api.resource_name,
-                        )
-                    new_rv: Any
-                    if key is not None:
-                        new_rv = key.resourceVersion
-                    else:
-                        assert obj is not None
-                        meta = obj.get("metadata")
-                        new_rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
-                    if new_rv and isinstance(new_rv, str):
-                        self.resource_version = new_rv
-                    delivered = True
-                    counts[kind] = counts.get(kind, 0) + 1
-                    health.last_event_at = clock()
-                    if kind == "BOOKMARK":
-                        if in_initial:
-                            if obj is None:
-                                obj = decode_line_object(line or b"")
-                            meta = obj.get("metadata") or {}
-                            annotations = meta.get("annotations") or {}
-                            if annotations.get(INITIAL_EVENTS_END) == "true":
-                                in_initial = False
-                                progress.progressed()
-                                yield InitDone()
-                        else:
-                            progress.progressed()
-                        continue
-                    cls: type[_ObjectEvent]
-                    if in_initial:
-                        cls = InitApply
-                    else:
+                decoder = stream.decoder
+                async for envs in stream.pieces():
+                    if decoder.plain and not in_initial:
+                        # Only ADDED/MODIFIED/DELETED in this piece: no Python per event
+                        # beyond building the events themselves.
+                        if decoder.resource_version:
+                            self.resource_version = decoder.resource_version
+                        delivered = True
+                        for kind, n in Counter(map(_TYPE, envs)).items():
+                            counts[kind] = counts.get(kind, 0) + n
+                        health.last_event_at = clock()
                         if health.state is not _HEALTHY or health.consecutive_failures:
                             progress.progressed()
-                        cls = Delete if kind == "DELETED" else Apply
-                    if obj is None:
-                        assert key is not None and line is not None
-                        yield cls(None, key, line, strip)
-                    else:
-                        if strip:
-                            _strip(obj)
-                        yield cls(obj)
+                        if lazy:
+                            yield [(Delete if e.type == "DELETED" else Apply)(
+                                None, None, e.object, strip) for e in envs]
+                        else:
+                            if strip:
+                                for e in envs:
+                                    _strip(e.object)
+                            yield [(Delete if e.type == "DELETED" else Apply)(e.object)
+                                   for e in envs]
+                        continue
+                    batch: list[Event] = []
+                    for env in envs:
+                        kind = env.type
+                        obj: JSON | None = None if lazy else env.object
+                        if kind == "ERROR":
+                            if batch:
+                                yield batch
+                            raise error_from_status(
+                                obj if obj is not None else decode_object(env.object),
+                                method="WATCH", path=self.api.resource_name,
+                            )
+                        new_rv = decoder.rv_of(env)
+                        if new_rv:
+                            self.resource_version = new_rv
+                        delivered = True
+                        counts[kind] = counts.get(kind, 0) + 1
+                        health.last_event_at = clock()
+                        if kind == "BOOKMARK":
+                            if in_initial:
+                                if obj is None:
+                                    obj = decode_object(env.object)
+                                meta = obj.get("metadata") or {}
+                                annotations = meta.get("annotations") or {}
+                                if annotations.get(INITIAL_EVENTS_END) == "true":
+                                    in_initial = False
+                                    progress.progressed()
+                                    batch.append(InitDone())
+                            else:
+                                progress.progressed()
+                            continue
+                        cls: type[_ObjectEvent]
+                        if in_initial:
+                            cls = InitApply
+                        else:
+                            if health.state is not _HEALTHY or health.consecutive_failures:
+                                progress.progressed()
+                            cls = Delete if kind == "DELETED" else Apply
+                        if obj is None:
+                            batch.append(cls(None, None, env.object, strip))
+                        else:
+                            if strip:
+                                _strip(obj)
+                            batch.append(cls(obj))
+                    if batch:
+                        yield batch
         finally:
             if stable is not None:
                 stable.cancel()
@@ -600,6 +648,9 @@ class Watcher:
                 reason="ClosedEarly", method="WATCH", path=self.api.resource_name,
             )
         progress.progressed()  # a watch that stayed open to its timeout is health
+
+
+_TYPE = attrgetter("type")
 
 
 def _streaming_unsupported(error: ApiError) -> bool:

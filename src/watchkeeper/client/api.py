@@ -20,6 +20,7 @@ from watchkeeper.client.resource import Resource
 
 if TYPE_CHECKING:
     from watchkeeper.client.client import Client
+    from watchkeeper.client.stream import FastWatchStream
 
 JSON = dict[str, Any]
 PatchType = Literal["merge", "json", "strategic", "apply"]
@@ -403,7 +404,7 @@ class Api:
         extra_params: Mapping[str, str] | None = None,
         metadata_only: bool = False,
         lazy: bool = False,
-    ) -> AsyncIterator[WatchStream]:
+    ) -> AsyncIterator[FastWatchStream]:
         """Open one watch; the stream raises typed errors, ends at the server's timeout.
 
         ``lazy`` decodes each event's object only when it is first read (``RawEvent``)."""
@@ -421,13 +422,15 @@ class Api:
             params.update(extra_params)
         path = await self._path()
         opened = False
+        from watchkeeper.client.stream import open_stream  # imports this module
+
         try:
-            async with self.client.transport.stream(
-                "GET", path, params=params, read_timeout=read_timeout,
-                accept=METADATA_ACCEPT if metadata_only else "application/json",
-            ) as reader:
+            async with open_stream(
+                self.client.transport, path, params=params, read_timeout=read_timeout,
+                accept=METADATA_ACCEPT if metadata_only else "application/json", lazy=lazy,
+            ) as stream:
                 opened = True
-                yield WatchStream(reader, path, lazy=lazy)
+                yield stream
         except NotFound as exc:
             if not opened:  # the watch request itself got the 404, not the caller's code
                 self._type_missing(exc)
