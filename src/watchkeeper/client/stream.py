@@ -34,6 +34,7 @@ from watchkeeper.client._pieces import (
     PIECE_BYTES,
     PieceDecoder,
 )
+from watchkeeper.client.api import RawEvent
 from watchkeeper.client.errors import (
     ApiError,
     ConnectionFailed,
@@ -250,11 +251,16 @@ class FastWatchStream:
                                     reason="ConnectionReset", **self._conn.where)
         return _conn_error(cause, _Target("http://x"), self._conn.where)
 
-    async def __aiter__(self) -> AsyncIterator[Any]:
-        event = self.decoder.raw_event
+    async def __aiter__(self) -> AsyncIterator[RawEvent]:
+        decoder = self.decoder
+        event = decoder.raw_event
         async for envs in self.pieces():
-            for env in envs:
-                yield event(env)
+            if self.lazy:
+                for env, line in zip(envs, decoder.piece.lines, strict=False):
+                    yield event(env, line)
+            else:
+                for env in envs:
+                    yield event(env, None)
 
 
 async def _read_body(proto: ResponseProtocol, where: dict[str, Any]) -> bytes:
