@@ -26,6 +26,11 @@ from watchkeeper.client.errors import InvalidResponse
 
 JSON = dict[str, Any]
 PIECE_BYTES = 64 << 10
+# Eager pieces are smaller: every dict of a piece is alive until the consumer has taken the
+# piece, and each garbage collection meanwhile walks them all. Measured (replay server,
+# 100,000 ConfigMap events): 4.85 µs per event with 64 KiB pieces, 3.05-3.25 with 16 KiB,
+# 3.26 with 8 KiB and 3.81 with 4 KiB (per-piece costs take over).
+EAGER_PIECE_BYTES = 16 << 10
 # Far above the largest object a cluster stores (etcd's default request limit is 1.5 MiB;
 # the apiserver's JSON of it, with managedFields, stays well under this).
 MAX_LINE_BYTES = 64 << 20

@@ -28,6 +28,7 @@ from urllib.parse import urlencode, urlsplit
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from watchkeeper.client import _pieces
 from watchkeeper.client._http1 import FramingError, Head, ResponseProtocol
 from watchkeeper.client._pieces import (
     MAX_LINE_BYTES,
@@ -191,13 +192,13 @@ class FastWatchStream:
     """
 
     def __init__(self, conn: _Connection, path: str, *, lazy: bool, max_line: int,
-                 piece: int = PIECE_BYTES) -> None:
+                 piece: int | None = None) -> None:
         self._conn = conn
         self._path = path
         self.lazy = lazy
         self.decoder = PieceDecoder(path, lazy=lazy)
         self._max_line = max_line
-        self._piece = piece
+        self._piece = piece or (PIECE_BYTES if lazy else _pieces.EAGER_PIECE_BYTES)
         self.headers = conn.head.headers
 
     @property
