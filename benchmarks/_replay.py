@@ -86,14 +86,17 @@ def main() -> None:
         cert.configure_cert(ctx)
         ca_pem = ca.cert_pem.bytes()
 
+    def write_kubeconfig(port: int) -> None:
+        import yaml
+
+        scheme = "https" if ctx is not None else "http"
+        url = f"{scheme}://127.0.0.1:{port}"
+        Path(a.kubeconfig).write_text(yaml.safe_dump(kubeconfig(url, ca_pem)))
+
     async def run() -> None:
         server = await serve(chunks, ctx)
         port = server.sockets[0].getsockname()[1]
-        scheme = "https" if ctx is not None else "http"
-        import yaml
-
-        Path(a.kubeconfig).write_text(yaml.safe_dump(kubeconfig(f"{scheme}://127.0.0.1:{port}",
-                                                                ca_pem)))
+        write_kubeconfig(port)
         print(f"READY {port}", flush=True)
         async with server:
             await server.serve_forever()

@@ -205,7 +205,7 @@ class ResponseProtocol(asyncio.BufferedProtocol):
                 end = buf.find(b"\r\n\r\n", eol, w) if buf[eol + 2:eol + 4] != b"\r\n" else eol
                 if end < 0:
                     return False
-                self.p = self.b  # nothing after the body matters
+                self.p = self.w = self.b  # nothing after the body matters
                 self._finish()
                 return False
             self.p = eol + 2

@@ -29,7 +29,7 @@ from urllib.parse import urlencode, urlsplit
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from watchkeeper.client import _pieces
-from watchkeeper.client._http1 import FramingError, Head, ResponseProtocol
+from watchkeeper.client._http1 import BUFFER_SIZE, FramingError, Head, ResponseProtocol
 from watchkeeper.client._pieces import (
     MAX_LINE_BYTES,
     PIECE_BYTES,
@@ -292,7 +292,7 @@ async def _read_body(proto: ResponseProtocol, where: dict[str, Any]) -> bytes:
 
 
 async def _connect(transport: Transport, target: _Target, where: dict[str, Any],
-                   max_line: int) -> ResponseProtocol:
+                   max_line: int, buffer_size: int) -> ResponseProtocol:
     loop = asyncio.get_running_loop()
     ctx: ssl.SSLContext | None = None
     if target.tls:
@@ -303,7 +303,7 @@ async def _connect(transport: Transport, target: _Target, where: dict[str, Any],
         kw["ssl"] = ctx
         kw["server_hostname"] = transport.config.tls_server_name or target.host
         kw["ssl_handshake_timeout"] = transport.timeouts.connect
-    proto = ResponseProtocol(max_line)
+    proto = ResponseProtocol(max_line, buffer_size)
     try:
         async with asyncio.timeout(transport.timeouts.connect):
             await loop.create_connection(lambda: proto, target.host, target.port, **kw)
@@ -325,10 +325,13 @@ async def open_stream(
     line_timeout: float | None = None,
     max_line: int = MAX_LINE_BYTES,
     lazy: bool = False,
+    piece: int | None = None,
+    buffer_size: int = BUFFER_SIZE,
 ) -> AsyncIterator[FastWatchStream]:
     """Open one watch; errors are the transport's typed ApiErrors. ``read_timeout`` bounds
     silence; ``line_timeout`` (default: ``read_timeout``) bounds how long one event may take
-    to arrive once begun; ``max_line`` caps its size."""
+    to arrive once begun; ``max_line`` caps its size. ``piece`` (bytes decoded per call) and
+    ``buffer_size`` (the preallocated receive buffer) are for tests and tuning."""
     from watchkeeper.client.transport import USER_AGENT
 
     where: dict[str, Any] = {"method": "GET", "path": path}
@@ -336,7 +339,7 @@ async def open_stream(
     for attempt in (1, 2):
         headers = await transport._headers(accept, "GET", path)
         request = _request_bytes(target, path, params, headers, USER_AGENT)
-        proto = await _connect(transport, target, where, max_line)
+        proto = await _connect(transport, target, where, max_line, buffer_size)
         conn: _Connection | None = None
         try:
             assert proto.transport is not None and proto.head_ready is not None
@@ -370,7 +373,7 @@ async def open_stream(
                     "identity was asked for", **where)
             conn = _Connection(proto, head, where, read_timeout,
                                line_timeout if line_timeout is not None else read_timeout)
-            yield FastWatchStream(conn, path, lazy=lazy, max_line=max_line)
+            yield FastWatchStream(conn, path, lazy=lazy, max_line=max_line, piece=piece)
             return
         finally:
             if conn is not None:
