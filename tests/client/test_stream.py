@@ -459,3 +459,22 @@ async def test_api_watch_errors_carry_the_last_good_resource_version() -> None:
                 await collect(stream, got)
     assert got == expected([1, 2])
     assert info.value.details["lastResourceVersion"] == "102"
+
+
+@pytest.mark.parametrize("lazy", [True, False], ids=["lazy", "eager"])
+async def test_a_consumer_that_stops_mid_piece_resumes_from_what_it_saw(lazy: bool) -> None:
+    """Bookkeeping is per piece, but the resume version is the last event delivered."""
+    data = HEAD + chunked(b"".join(line(i) for i in range(10)), [])
+    async with raw_server(respond_with(data, close=False)) as client:
+        api = client.api("configmaps", namespace="ns")
+        w = wk.watcher(api, wk.WatchConfig(lazy_decode=lazy), resource_version="1")
+        events = aiter(w)
+        seen = []
+        async for ev in events:
+            assert isinstance(ev, wk.Apply)
+            seen.append(ev.name)
+            if len(seen) == 3:
+                break
+        await events.aclose()  # type: ignore[attr-defined]
+    assert seen == ["cm-0", "cm-1", "cm-2"]
+    assert w.resource_version == "102"
