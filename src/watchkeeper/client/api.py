@@ -375,7 +375,28 @@ class Api:
         page_size: int = 500,
         resource_version: str | None = None,
     ) -> ObjectList:
-        """Every page, as one list at the first page's resourceVersion."""
+        """Every page, as one list at the first page's resourceVersion.
+
+        The cyclic GC is paused meanwhile (no user code runs inside): every object of every
+        page stays alive, and collections while they arrive walked them again and again
+        (measured on 10,000 ConfigMaps: 68 -> 47 ms of client CPU; docs/decisions.md)."""
+        if not gc.isenabled():
+            return await self._list_all(label_selector, field_selector, page_size,
+                                        resource_version)
+        gc.disable()
+        try:
+            return await self._list_all(label_selector, field_selector, page_size,
+                                        resource_version)
+        finally:
+            gc.enable()
+
+    async def _list_all(
+        self,
+        label_selector: str | None,
+        field_selector: str | None,
+        page_size: int,
+        resource_version: str | None,
+    ) -> ObjectList:
         first = await self.list(
             label_selector=label_selector, field_selector=field_selector, limit=page_size,
             resource_version=resource_version,

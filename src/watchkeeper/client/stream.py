@@ -198,7 +198,7 @@ class FastWatchStream:
         self.lazy = lazy
         self.decoder = PieceDecoder(path, lazy=lazy)
         self._max_line = max_line
-        self._piece = piece or (PIECE_BYTES if lazy else _pieces.EAGER_PIECE_BYTES)
+        self._piece = piece or (_pieces.PIECE_BYTES if lazy else _pieces.EAGER_PIECE_BYTES)
         self.headers = conn.head.headers
 
     @property
