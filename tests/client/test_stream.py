@@ -478,3 +478,44 @@ async def test_a_consumer_that_stops_mid_piece_resumes_from_what_it_saw(lazy: bo
         await events.aclose()  # type: ignore[attr-defined]
     assert seen == ["cm-0", "cm-1", "cm-2"]
     assert w.resource_version == "102"
+
+
+# -- LIST pager -----------------------------------------------------------------------------------
+
+
+def test_the_pager_reads_the_continue_token_from_the_head_only() -> None:
+    from watchkeeper.client._pager import peek_continue
+
+    head = b'{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"5",'
+    assert peek_continue(head + b'"continue":"eyJ2Ijo=_-."},"items":[]}') == "eyJ2Ijo=_-."
+    assert peek_continue(head + b'"continue":""},"items":[]}') is None
+    # A "continue" inside an item is not the list's.
+    assert peek_continue(head + b'"x":1},"items":[{"continue":"no"}]}') is None
+
+
+async def test_list_all_with_metadata_after_items_still_follows_every_page() -> None:
+    """A server that writes ``items`` first: the token is found by decoding, sequentially."""
+    pages = {None: (b"a", "t1"), "t1": (b"b", "t2"), "t2": (b"c", None)}
+    asked: list[str | None] = []
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            target = head.split(b" ")[1].decode()
+            token = target.split("continue=")[1].split("&")[0] if "continue=" in target \
+                else None
+            asked.append(token)
+            name, nxt = pages[token]
+            meta: dict[str, Any] = {"resourceVersion": "9"}
+            if nxt:
+                meta["continue"] = nxt
+            body = msgspec.json.encode({"kind": "ConfigMapList", "items": [
+                {"metadata": {"name": name.decode()}}], "metadata": meta})
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            await writer.drain()
+
+    async with raw_server(handler) as client:
+        listed = await client.api("configmaps", namespace="ns").list_all(page_size=1)
+    assert [i["metadata"]["name"] for i in listed.items] == ["a", "b", "c"]
+    assert asked == [None, "t1", "t2"] and listed.resource_version == "9"
