@@ -311,3 +311,90 @@ async def test_unknown_fields_rejected_like_a_real_server(kubectl: Kubectl) -> N
     wrong = {**widget, "spec": {"size": "big"}}
     res = await kubectl("create", "-f", kubectl.manifest("w.yaml", wrong))
     assert res.rc == 1 and 'spec.size in body must be of type integer: "string"' in res.err
+
+
+async def test_rbac_escalation_is_refused_like_a_real_server(kubectl: Kubectl) -> None:
+    """A token user allowed to write Roles and RoleBindings cannot bind herself to
+    cluster-admin nor create a */*/* Role (issue 10, item 13): kubectl prints the
+    apiserver's ConfirmNoEscalation message, and she still cannot read secrets."""
+    token = kubectl.srv.add_user("mallory")
+    rbac = "rbac.authorization.k8s.io"
+    await kubectl.ok("create", "role", "rbac-writer", "--verb=create,get,list",
+                     f"--resource=roles.{rbac},rolebindings.{rbac}")
+    # kubectl create rolebinding sends its body as protobuf
+    await kubectl.ok("create", "rolebinding", "rbac-writer", "--role=rbac-writer",
+                     "--user=mallory")
+    held = ('user "mallory" (groups=["system:authenticated"]) is attempting to grant RBAC '
+            'permissions not currently held:')
+    res = await kubectl("--token", token, "create", "rolebinding", "pwn",
+                        "--clusterrole=cluster-admin", "--user=mallory")
+    assert res.rc == 1, res.out
+    assert (f'error: failed to create rolebinding: rolebindings.{rbac} "pwn" is forbidden: '
+            f'{held}\n{{APIGroups:["*"], Resources:["*"], Verbs:["*"]}}\n'
+            '{NonResourceURLs:["*"], Verbs:["*"]}') in res.err, res.err
+    res = await kubectl("--token", token, "create", "role", "star", "--verb=*",
+                        "--resource=*")
+    assert res.rc == 1, res.out
+    assert (f'roles.{rbac} "star" is forbidden: {held}\n'
+            '{APIGroups:[""], Resources:["*"], Verbs:["*"]}') in res.err, res.err
+    res = await kubectl("--token", token, "get", "secrets")
+    assert res.rc == 1 and 'User "mallory" cannot list resource "secrets"' in res.err
+    # a Role within what she holds is created
+    out = await kubectl.ok("--token", token, "create", "role", "lister", "--verb=list",
+                           f"--resource=roles.{rbac}")
+    assert "role.rbac.authorization.k8s.io/lister created" in out
+    # and binding what she holds herself is allowed
+    out = await kubectl.ok("--token", token, "create", "rolebinding", "lister",
+                           "--role=lister", "--user=mallory")
+    assert "rolebinding.rbac.authorization.k8s.io/lister created" in out
+    stored = kubectl.srv.get_object(f"{rbac}/v1", "RoleBinding", "lister")
+    assert stored["subjects"] == [{"kind": "User", "apiGroup": rbac, "name": "mallory"}]
+    assert stored["roleRef"] == {"apiGroup": rbac, "kind": "Role", "name": "lister"}
+
+
+async def test_events_written_through_events_v1_show_in_get_and_describe(
+        kubectl: Kubectl) -> None:
+    """The runtime's Recorder writes events.k8s.io/v1 Events; kubectl reads core/v1 Events:
+    one stored set, two views, as on a real apiserver (issue 10, item 15)."""
+    from watchkeeper.controller.recorder import Recorder
+
+    srv = kubectl.srv
+    target = srv.create_object(configmap("target", k="v"))
+    async with srv.client() as client:
+        await Recorder(client, "demo-controller").publish(
+            target, reason="Reconciled", note="reconciled by the demo")
+    table = rows(await kubectl.ok("get", "events"))
+    assert table[0] == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    assert table[1][1:] == ["Normal", "Reconciled", "configmap/target", "reconciled", "by",
+                            "the", "demo"]
+    # the same objects through events.k8s.io
+    same = rows(await kubectl.ok("get", "events.v1.events.k8s.io"))
+    assert same[1][1:4] == ["Normal", "Reconciled", "configmap/target"]
+    described = await kubectl.ok("describe", "configmap", "target")
+    events = described[described.index("Events:"):].splitlines()
+    assert events[1].split() == ["Type", "Reason", "Age", "From", "Message"]
+    assert events[3].split()[:2] == ["Normal", "Reconciled"]
+    assert events[3].split()[3:] == ["demo-controller", "reconciled", "by", "the", "demo"]
+    listed = json.loads(await kubectl.ok("get", "events", "-o", "json"))
+    assert listed["items"][0]["message"] == "reconciled by the demo"
+    assert listed["items"][0]["reportingComponent"] == "demo-controller"
+
+
+async def test_custom_resources_print_additional_printer_columns(kubectl: Kubectl) -> None:
+    crd = json.loads(json.dumps(CRD))
+    crd["spec"]["versions"][0]["additionalPrinterColumns"] = [
+        {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+        {"name": "Color", "type": "string", "jsonPath": ".spec.color"},
+        {"name": "Secret", "type": "string", "jsonPath": ".spec.secret", "priority": 1},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]
+    await kubectl.ok("apply", "-f", kubectl.manifest("crd.yaml", crd))
+    await kubectl.ok("create", "-f", kubectl.manifest("w1.yaml", {
+        "apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"},
+        "spec": {"size": 4, "color": "red"}}))
+    table = rows(await kubectl.ok("get", "widgets"))
+    assert table[0] == ["NAME", "SIZE", "COLOR", "AGE"]
+    assert table[1][:3] == ["w1", "4", "red"]
+    wide = rows(await kubectl.ok("get", "widgets", "-o", "wide"))
+    assert wide[0] == ["NAME", "SIZE", "COLOR", "SECRET", "AGE"]
+    assert wide[1][:3] == ["w1", "4", "red"] and len(wide[1]) == 4  # null cell: blank

@@ -48,6 +48,8 @@ from watchkeeper.controller import (
     Recorder,
     finalizer,
 )
+from watchkeeper.errors import WatchkeeperError
+from watchkeeper.supervisor import Supervisor, TaskDied
 from watchkeeper.watcher import (
     Apply,
     Delete,
@@ -104,6 +106,8 @@ __all__ = [
     "Resource",
     "ServerError",
     "Store",
+    "Supervisor",
+    "TaskDied",
     "Timeout",
     "TooManyRequests",
     "Unauthorized",
@@ -115,6 +119,7 @@ __all__ = [
     "WatchState",
     "Watcher",
     "WatcherUnhealthy",
+    "WatchkeeperError",
     "Writer",
     "__version__",
     "finalizer",

@@ -105,12 +105,11 @@ class Demo:
             self.step(f"simulator on {srv.url}; watching as user 'operator'")
             cms, wgs = Tracked("configmaps"), Tracked("widgets")
             async with srv.client("operator") as client:
-                tasks = [
-                    asyncio.create_task(self.follow(client.api("configmaps", namespace=NS), cms)),
-                    asyncio.create_task(
-                        self.follow(client.api("widgets.example.com", namespace=NS), wgs)
-                    ),
-                ]
+                sup = wk.Supervisor("demo")
+                sup.spawn("follow configmaps",
+                          lambda: self.follow(client.api("configmaps", namespace=NS), cms))
+                sup.spawn("follow widgets",
+                          lambda: self.follow(client.api("widgets.example.com", namespace=NS), wgs))
                 try:
                     attempts = await self.script(srv, outage, pause)
                     # Backoff may still be waiting out its last delay: give it a bounded while.
@@ -122,10 +121,11 @@ class Demo:
                 except TimeoutError:
                     pass
                 finally:
-                    for t in tasks:
-                        t.cancel()
-                    await asyncio.gather(*tasks, return_exceptions=True)
+                    await sup.aclose()
             code = self.summary(srv, cms, wgs, attempts, outage)
+            if sup.failure is not None:  # a watch that died is a failed demo, said out loud
+                self.say(str(sup.failure), "red")
+                code = max(code, 1)
             if self.operator:
                 code = max(code, await self.operator_act(srv, outage / 2))
             return code
@@ -221,8 +221,9 @@ class Demo:
         async with srv.client() as client:
             op = setup(client)
             op.controller.config = wk.ControllerConfig(handle_signals=False, max_unhealthy=None)
-            task = asyncio.create_task(op.controller.run(op.reconcile, op.error_policy,
-                                                         op.context))
+            sup = wk.Supervisor("demo operator")
+            sup.spawn("operator", lambda: op.controller.run(op.reconcile, op.error_policy,
+                                                            op.context), forever=False)
             cm_type = srv.resource("v1", "ConfigMap")
 
             def missing() -> list[str]:
@@ -260,8 +261,10 @@ class Demo:
             results = op.controller.results
             click.echo(f"  operator: {results['success']} reconciles succeeded, "
                        f"{results['error']} failed and were retried with backoff")
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+            await sup.aclose()
+            if sup.failure is not None:
+                self.say(str(sup.failure), "red")
+                ok = False
         return 0 if ok else 1
 
 

@@ -1,5 +1,9 @@
 """What ``watchkeeper run module:attr`` does: load the user's operator, serve probes and
-metrics, optionally elect a leader, run until a signal, exit non-zero on failure."""
+metrics, optionally elect a leader, run until a signal, exit non-zero on failure.
+
+The probe server runs supervised: if it stops listening it is restarted (1 s doubling to
+30 s; /readyz shows it degraded meanwhile) and after 5 failed restarts the controller is
+drained and the run ends with ``TaskDied`` naming "probe server" (exit status 1)."""
 
 from __future__ import annotations
 
@@ -14,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import watchkeeper as wk
+from watchkeeper.backoff import ExponentialBackoff
 from watchkeeper.leader import LeaderElector
 from watchkeeper.ops import HealthServer
+from watchkeeper.supervisor import Supervisor
 
 log = logging.getLogger("watchkeeper.run")
 
@@ -37,6 +43,7 @@ class RunOptions:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+    probe_check_interval: float = 5.0
 
 
 def load_target(target: str) -> Any:
@@ -77,8 +84,7 @@ async def run(options: RunOptions) -> int:
         probes = None
         if options.probe_port is not None:
             probes = HealthServer(options.probe_host, options.probe_port)
-            probes.add_controller(operator.controller)
-            await probes.start()
+            await probes.start()  # a busy port fails here, before anything runs
             log.info("probes and metrics on %s", probes.url)
         elector = None
         if options.leader_election:
@@ -92,19 +98,47 @@ async def run(options: RunOptions) -> int:
                 lease_duration=options.lease_duration, renew_deadline=options.renew_deadline,
                 retry_period=options.retry_period,
             )
-            if probes is not None:
-                probes.add_elector(elector)
         try:
-            await operator.controller.run(
-                operator.reconcile, operator.error_policy, operator.context, elector=elector
-            )
-        except (wk.ControllerUnhealthy, wk.LeadershipLost) as exc:
+            await run_operator(operator, probes, elector,
+                               probe_check_interval=options.probe_check_interval)
+        except wk.WatchkeeperError as exc:
             log.error("%s", exc)
             return 1
         finally:
             if probes is not None:
                 await probes.stop()
     return 0
+
+
+async def run_operator(
+    operator: wk.Operator,
+    probes: HealthServer | None,
+    elector: LeaderElector | None = None,
+    *,
+    probe_check_interval: float = 5.0,
+) -> None:
+    """Run the operator's controller with its probe server supervised beside it; raise a
+    ``WatchkeeperError`` (ControllerUnhealthy, LeadershipLost, TaskDied) on failure."""
+    sup = Supervisor("watchkeeper run")
+    stop = asyncio.Event()
+    if probes is not None:
+        probes.add_controller(operator.controller).add_supervisor(sup)
+        if elector is not None:
+            probes.add_elector(elector)
+    async with sup:
+        if probes is not None:
+            sup.spawn("probe server", lambda: probes.serve(probe_check_interval),
+                      restart="backoff",
+                      backoff=ExponentialBackoff(1.0, 30.0, 2.0, 0.0, max_retries=5))
+        # A dead probe server drains the controller, then the run ends with its TaskDied.
+        sup.failed_future.add_done_callback(lambda _f: stop.set())
+        await operator.controller.run(
+            operator.reconcile, operator.error_policy, operator.context,
+            elector=elector, stop=stop,
+        )
+        failure = sup.failure
+        if failure is not None:
+            raise failure
 
 
 def run_sync(options: RunOptions) -> int:

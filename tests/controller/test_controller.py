@@ -316,6 +316,10 @@ def test_controller_config_rejects_nonsense() -> None:
         wk.ControllerConfig(concurrency=0)
     with pytest.raises(ValueError, match="max_unhealthy"):
         wk.ControllerConfig(max_unhealthy=0)
+    with pytest.raises(ValueError, match="failure_window"):
+        wk.ControllerConfig(failure_window=0)
+    with pytest.raises(ValueError, match="failure_min_attempts"):
+        wk.ControllerConfig(failure_min_attempts=0)
     with pytest.raises(ValueError, match="requeue delay"):
         wk.Action.requeue(-1)
 

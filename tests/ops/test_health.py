@@ -181,3 +181,140 @@ async def test_metrics_change_as_documented(srv: ApiServer) -> None:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await probes.stop()
+
+
+@pytest.mark.looptime
+async def test_readiness_fails_when_every_reconcile_fails_and_says_why(
+    srv: ApiServer, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """RBAC revoked for the children: every reconcile fails with 403. /readyz (and
+    `watchkeeper status`) must say so by the documented rule, and recover by itself."""
+    from watchkeeper.ops.status import print_status
+
+    srv.add_user("op")
+    srv.rbac.grant("op", verbs=["get", "list", "watch"], resources=["secrets", "configmaps"])
+    write = srv.rbac.grant("op", verbs=["create", "update", "patch"], resources=["configmaps"])
+    for name in ("s1", "s2", "s3"):
+        srv.create_object({"apiVersion": "v1", "kind": "Secret",
+                           "metadata": {"name": name, "namespace": NS}})
+    loop = asyncio.get_running_loop()
+
+    async with srv.client("op") as client:
+        cms = client.api("configmaps", namespace=NS)
+
+        async def reconcile(obj: dict[str, Any], ctx: Any) -> wk.Action:
+            child = {"apiVersion": "v1", "kind": "ConfigMap",
+                     "metadata": {"name": f"child-{wk.meta.name(obj)}", "namespace": NS},
+                     "data": {"at": str(int(loop.time()))}}
+            try:
+                await cms.create(child)
+            except wk.AlreadyExists:
+                await cms.patch(wk.meta.name(child), {"data": child["data"]}, type="merge")
+            return wk.Action.requeue(20)
+
+        ctrl = wk.Controller(
+            client.api("secrets", namespace=NS),
+            wk.ControllerConfig(handle_signals=False, max_unhealthy=None, failure_window=120,
+                                failure_min_attempts=5),
+        ).owns(cms)
+        probes = HealthServer().add_controller(ctrl)
+        await probes.start()
+        task = asyncio.create_task(ctrl.run(reconcile))
+        async with aiohttp.ClientSession() as http:
+            async def ready() -> bool:
+                return (await get(http, probes.url + "/readyz"))[0] == 200
+
+            await eventually(ready, 30)
+            async def reconciled() -> bool:
+                return ctrl.results["success"] + ctrl.results["requeue"] >= 3
+
+            await eventually(reconciled, 30)
+            srv.rbac.revoke("op", write)
+            revoked = loop.time()
+            await asyncio.sleep(60)
+            # Failing for 60 s, but a reconcile succeeded within the 120 s window: ready.
+            assert ctrl.results["error"] >= 5
+            assert (await get(http, probes.url + "/readyz"))[0] == 200
+
+            async def not_ready() -> bool:
+                return (await get(http, probes.url + "/readyz"))[0] == 503
+
+            await eventually(not_ready, 120)
+            assert loop.time() - revoked >= 100  # the window counts from the last success
+            status, text = await get(http, probes.url + "/readyz")
+            assert status == 503
+            assert "[-] controller secrets: reconciles failing: every reconcile failed" in text
+            assert (await get(http, probes.url + "/healthz"))[0] == 200  # readiness only
+
+            async with http.get(probes.url + "/readyz?verbose") as resp:
+                body = await resp.json()
+            (c,) = body["controllers"]
+            assert c["ready"] is False and c["state"] == "degraded"
+            assert c["reconciles"]["error"] >= 5 and c["reconciles"]["requeue"] >= 3
+            assert c["last_error"].startswith("Forbidden: ") and "configmaps" in c["last_error"]
+            assert c["last_error_object"] in {"default/s1", "default/s2", "default/s3"}
+            assert {f["object"] for f in c["failing"]} == {"default/s1", "default/s2",
+                                                           "default/s3"}
+            assert c["failing_objects"] == 3 and all(f["failures"] >= 2 for f in c["failing"])
+            m = samples((await get(http, probes.url + "/metrics"))[1])
+            assert m[("watchkeeper_reconcile_failing_objects",
+                      (("controller", "secrets"),))] == 3
+
+            assert await print_status(probes.url) == 1
+            out = capsys.readouterr().out
+            assert "NOT READY" in out and "controller secrets" in out
+            assert "Forbidden" in out and "failing objects" in out and "default/s1" in out
+
+            srv.rbac.grant("op", verbs=["create", "update", "patch"], resources=["configmaps"])
+            await eventually(ready, 300)  # the first success makes it ready again
+            async with http.get(probes.url + "/readyz?verbose") as resp:
+                body = await resp.json()
+            assert body["controllers"][0]["problems"] == {}
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await probes.stop()
+
+
+@pytest.mark.looptime
+async def test_a_stuck_reconcile_fails_readiness_then_liveness_then_ends_run(
+    srv: ApiServer,
+) -> None:
+    """One rule, computed in one place (Controller.health): stuck past reconcile_timeout
+    -> not ready; past reconcile_timeout + max_unhealthy -> not alive and run() raises."""
+    loop = asyncio.get_running_loop()
+    started: dict[str, float] = {}
+
+    async def reconcile(obj: dict[str, Any], ctx: Any) -> wk.Action:
+        if wk.meta.name(obj) == "cm1":
+            started["cm1"] = loop.time()
+            await asyncio.Event().wait()  # hangs
+        return wk.Action.await_change()
+
+    async with srv.client() as client:
+        ctrl = wk.Controller(client.api("configmaps", namespace=NS),
+                             wk.ControllerConfig(handle_signals=False, reconcile_timeout=10,
+                                                 max_unhealthy=30, shutdown_timeout=1))
+        probes = HealthServer().add_controller(ctrl)
+        await probes.start()
+        task = asyncio.create_task(ctrl.run(reconcile))
+        async with aiohttp.ClientSession() as http:
+            while "cm1" not in started:
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(started["cm1"] + 9 - loop.time())
+            assert (await get(http, probes.url + "/readyz"))[0] == 200
+            await asyncio.sleep(2)  # 11 s: stuck
+            status, text = await get(http, probes.url + "/readyz")
+            assert status == 503
+            assert "reconcile of default/cm1 has been running for 11 s" in text
+            async with http.get(probes.url + "/readyz?verbose") as resp:
+                (c,) = (await resp.json())["controllers"]
+            (stuck,) = c["stuck"]
+            assert stuck == {"object": "default/cm1", "running_for": pytest.approx(11, abs=0.5)}
+            assert (await get(http, probes.url + "/healthz"))[0] == 200
+            await asyncio.sleep(started["cm1"] + 41 - loop.time())  # past 10 + 30 s
+            status, text = await get(http, probes.url + "/healthz")
+            assert status == 503 and "reconcile_timeout 10 s + max_unhealthy 30 s" in text
+        with pytest.raises(wk.ControllerUnhealthy) as info:
+            await asyncio.wait_for(task, 10)
+        assert info.value.trigger == "reconcile" and "default/cm1" in str(info.value)
+        await probes.stop()

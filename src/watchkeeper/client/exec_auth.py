@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from watchkeeper.client.config import ConfigError
+from watchkeeper.supervisor import start_task
 
 __all__ = ["API_VERSIONS", "ExecAuth", "ExecPluginError"]
 
@@ -144,9 +145,8 @@ class ExecAuth:
         if cred is not None and (cred.expires is None or self._clock() < cred.expires - _SKEW):
             return cred
         if self._running is None or self._running.done():
-            self._running = asyncio.create_task(self._run())
-            # Retrieve the outcome even if every waiter was cancelled.
-            self._running.add_done_callback(lambda t: t.cancelled() or t.exception())
+            # Awaited: the waiters get its error, retrieved even if every one was cancelled.
+            self._running = start_task(self._run(), name="exec credential plugin", awaited=True)
         return await asyncio.shield(self._running)
 
     async def _run(self) -> _Credential:

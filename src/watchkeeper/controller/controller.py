@@ -5,16 +5,31 @@ Each trigger (the main resource, ``owns`` children, ``watches`` relations) has i
 supervised watcher, backoff, store and health, so one broken trigger never pauses the
 others. An object is never reconciled twice at once; requests are deduplicated with the
 earliest time winning; failures back off per object.
+
+Every background task of ``run`` is created by one ``Supervisor``, so none dies silently.
+What happens when one crashes unexpectedly (not a reconcile error: those are the error
+policy's) depends on its kind:
+
+- trigger feeders (``trigger <name>``) and workers (``worker <n>``): restarted with
+  ``DefaultBackoff``; meanwhile ``health()`` and /readyz show the task degraded; degraded
+  longer than ``max_unhealthy``, ``run()`` raises ``ControllerUnhealthy`` naming it.
+- the watchdog, the leader elector and the stop/leadership waiters: never restarted;
+  ``run()`` raises ``TaskDied`` naming the task, chained to its error.
+
+A mapper that raises, or a failing ``on_watch_error`` hook, is not a crash: the error is
+logged (without flooding) and counted, and the trigger goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import signal
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -25,6 +40,9 @@ from watchkeeper.cache import Store, Writer, reflector
 from watchkeeper.client import Api, ApiError, Resource
 from watchkeeper.controller.action import Action, ObjectRef
 from watchkeeper.controller.scheduler import Scheduler
+from watchkeeper.controller.stats import ErrorLog, ObjectFailure, ReconcileStats
+from watchkeeper.errors import WatchkeeperError
+from watchkeeper.supervisor import Supervisor, TaskState, TaskStatus
 from watchkeeper.watcher import (
     Apply,
     Delete,
@@ -47,7 +65,7 @@ Mapper = Callable[[JSON], Iterable[ObjectRef]]
 WatchErrorHook = Callable[[str, ApiError], Any]
 
 
-class ControllerUnhealthy(Exception):
+class ControllerUnhealthy(WatchkeeperError):
     """The controller has not worked for ``max_unhealthy``; names the failing part."""
 
     def __init__(self, message: str, trigger: str) -> None:
@@ -55,7 +73,7 @@ class ControllerUnhealthy(Exception):
         self.trigger = trigger
 
 
-class LeadershipLost(Exception):
+class LeadershipLost(WatchkeeperError):
     """This replica stopped leading: its reconciles were stopped at once."""
 
 
@@ -74,7 +92,11 @@ class Elector(Protocol):
 class ControllerConfig:
     """``concurrency``: reconciles at once (each object at most one); ``debounce``: delay
     after a change so bursts merge; ``reconcile_timeout``: a reconcile running longer counts
-    as stuck (unhealthy); ``rate_limit``: reconciles per second at most (None = no bound)."""
+    as stuck (unhealthy); ``rate_limit``: reconciles per second at most (None = no bound).
+
+    Readiness fails by the reconcile rule once no reconcile succeeded for
+    ``failure_window`` seconds while at least ``failure_min_attempts`` failed since, on at
+    least two objects (None: never); the first success makes it ready again."""
 
     concurrency: int = 4
     debounce: float = 0.0
@@ -84,14 +106,20 @@ class ControllerConfig:
     rate_limit: float | None = None
     handle_signals: bool = True
     on_leadership_lost: Literal["exit", "reacquire"] = "exit"
+    failure_window: float | None = 300.0
+    failure_min_attempts: int = 5
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.failure_min_attempts < 1:
+            raise ValueError(
+                f"failure_min_attempts must be >= 1, got {self.failure_min_attempts}"
+            )
         for name in ("debounce", "shutdown_timeout"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0 seconds")
-        for name in ("max_unhealthy", "reconcile_timeout", "rate_limit"):
+        for name in ("max_unhealthy", "reconcile_timeout", "rate_limit", "failure_window"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"{name} must be > 0 or None, got {value}")
@@ -109,12 +137,27 @@ class Trigger:
     writer: Writer
     health: WatchHealth
     backoff: Backoff | None = None
+    mapper_errors: ErrorLog = field(default_factory=lambda: ErrorLog("mapper"))
+    hook_errors: ErrorLog = field(default_factory=lambda: ErrorLog("on_watch_error hook"))
 
 
 @dataclass
 class ControllerHealth:
+    """``problems``: part -> what is wrong (readiness fails on any); ``fatal``: the parts
+    past ``max_unhealthy`` (liveness fails, ``run()`` raises). The rest is for people:
+    reconcile counts, the last error, objects failing longest, reconciles running past
+    ``reconcile_timeout`` (ref, seconds), and the supervised tasks. Times are loop time."""
+
     state: WatchState
-    problems: dict[str, str] = field(default_factory=dict)  # part -> what is wrong
+    problems: dict[str, str] = field(default_factory=dict)
+    fatal: dict[str, str] = field(default_factory=dict)
+    reconciles: dict[str, int] = field(default_factory=dict)
+    last_error: str | None = None
+    last_error_object: ObjectRef | None = None
+    last_error_at: float | None = None
+    failing: list[ObjectFailure] = field(default_factory=list)
+    stuck: list[tuple[ObjectRef, float]] = field(default_factory=list)
+    tasks: list[TaskStatus] = field(default_factory=list)
 
 
 class _TokenBucket:
@@ -185,8 +228,10 @@ class Controller:
         self._inflight: dict[ObjectRef, float] = {}
         self._object_backoff: dict[ObjectRef, ExponentialBackoff] = {}
         self._scheduler: Scheduler | None = None
-        self.results: dict[str, int] = {"success": 0, "error": 0, "requeue": 0}
+        self.stats = ReconcileStats(self.config.failure_window, self.config.failure_min_attempts)
+        self.results: dict[str, int] = self.stats.results
         self.durations = DurationHistogram()
+        self._supervisor: Supervisor | None = None
 
     def _add(
         self,
@@ -205,7 +250,9 @@ class Controller:
         while name in names:
             name, n = f"{base}#{n}", n + 1
         store, writer = Store.new()
-        trig = Trigger(name, api, cfg, mapper, store, writer, WatchHealth(resource=name), backoff)
+        trig = Trigger(name, api, cfg, mapper, store, writer, WatchHealth(resource=name), backoff,
+                       ErrorLog(f"mapper of trigger {name!r}"),
+                       ErrorLog(f"on_watch_error hook of trigger {name!r}"))
         self.triggers.append(trig)
         return trig
 
@@ -233,12 +280,26 @@ class Controller:
         return self.triggers[0].store
 
     @property
+    def name(self) -> str:
+        """The main resource's name: how metrics, probes and logs call this controller."""
+        return self.triggers[0].name
+
+    @property
+    def supervisor(self) -> Supervisor | None:
+        """The supervisor of the current (or last) ``run``: its tasks and their states."""
+        return self._supervisor
+
+    @property
     def queue_depth(self) -> int:
         return len(self._scheduler) if self._scheduler is not None else 0
 
     def health(self, now: float | None = None) -> ControllerHealth:
-        """The worst of the triggers' health and of the reconcile loop."""
+        """The worst of the triggers, the supervised tasks and the reconcile loop; the one
+        place the stuck, failing and max_unhealthy rules are computed."""
+        now = _loop_time() if now is None else now
+        limit = self.config.max_unhealthy
         problems: dict[str, str] = {}
+        fatal: dict[str, str] = {}
         state = WatchState.HEALTHY
         for t in self.triggers:
             if t.health.state is WatchState.DEGRADED:
@@ -246,21 +307,51 @@ class Controller:
                 state = WatchState.DEGRADED
             elif t.health.state is WatchState.STARTING and state is WatchState.HEALTHY:
                 state = WatchState.STARTING
-        stuck = self._stuck(now)
+        stuck = self.stuck(now)
         if stuck:
-            ref, age = stuck
+            ref, age = stuck[0]
             problems["reconcile"] = f"reconcile of {ref} has been running for {age:.0f} s"
+            timeout = self.config.reconcile_timeout
+            if limit is not None and timeout is not None and age > timeout + limit:
+                fatal["reconcile"] = (
+                    f"reconcile of {ref} has been running for {age:.0f} s "
+                    f"(reconcile_timeout {timeout:g} s + max_unhealthy {limit:g} s)"
+                )
+        failing = self.stats.all_failing(now, len(self.store))
+        if failing:
+            problems["reconciles failing"] = failing
+        tasks = self._supervisor.statuses() if self._supervisor is not None else []
+        for task in tasks:
+            if task.state not in (TaskState.DEGRADED, TaskState.FAILED):
+                continue
+            problems[task.name] = task.describe()
+            down = now - task.since
+            if limit is not None and down >= limit:
+                fatal[task.name] = (
+                    f"{task.describe()} (not working for {down:.0f} s, "
+                    f"max_unhealthy {limit:g} s)"
+                )
+        if problems:
             state = WatchState.DEGRADED
-        return ControllerHealth(state, problems)
+        return ControllerHealth(
+            state, problems, fatal,
+            reconciles=dict(self.stats.results),
+            last_error=self.stats.last_error,
+            last_error_object=self.stats.last_error_ref,
+            last_error_at=self.stats.last_error_at,
+            failing=self.stats.worst(),
+            stuck=stuck,
+            tasks=tasks,
+        )
 
-    def _stuck(self, now: float | None) -> tuple[ObjectRef, float] | None:
+    def stuck(self, now: float | None = None) -> list[tuple[ObjectRef, float]]:
+        """Reconciles running longer than ``reconcile_timeout``, longest first."""
         limit = self.config.reconcile_timeout
         if limit is None or not self._inflight:
-            return None
-        now = asyncio.get_running_loop().time() if now is None else now
-        ref, started = min(self._inflight.items(), key=lambda kv: kv[1])
-        age = now - started
-        return (ref, age) if age > limit else None
+            return []
+        now = _loop_time() if now is None else now
+        ages = ((ref, now - started) for ref, started in self._inflight.items())
+        return sorted((ra for ra in ages if ra[1] > limit), key=lambda ra: -ra[1])
 
     # -- running -------------------------------------------------------------------------
 
@@ -288,70 +379,65 @@ class Controller:
         scheduler = self._scheduler = Scheduler(loop.time)
         stop = stop or asyncio.Event()
         force = asyncio.Event()
-        restore = self._install_signals(loop, stop, force)
-        failure: asyncio.Future[BaseException] = loop.create_future()
-        feeders = [
-            asyncio.create_task(self._feed(t, scheduler, on_watch_error, failure),
-                                name=f"watch {t.name}")
-            for t in self.triggers
-        ]
         rate = self.config.rate_limit
         limiter = _TokenBucket(rate, loop.time) if rate else None
+        sup = self._supervisor = Supervisor(f"controller {main.name}")
+        feeders = [f"trigger {t.name}" for t in self.triggers]
+        workers = [f"worker {i + 1}" for i in range(self.config.concurrency)]
+        work = functools.partial(
+            self._work, scheduler, reconcile, error_policy, context, limiter, elector
+        )
 
-        def start_workers() -> list[asyncio.Task[None]]:
-            return [
-                asyncio.create_task(
-                    self._work(scheduler, reconcile, error_policy, context, limiter, elector)
-                )
-                for _ in range(self.config.concurrency)
-            ]
+        def start_workers() -> None:
+            for name in workers:
+                sup.spawn(name, work, restart="backoff", backoff=DefaultBackoff(clock=loop.time))
 
-        workers = start_workers()
-        elector_task = asyncio.create_task(elector.run()) if elector else None
-        watchdog = asyncio.create_task(self._watchdog(failure))
-        stopper = asyncio.create_task(stop.wait())
+        restore = self._install_signals(loop, stop, force)
         try:
-            while True:
-                lost = asyncio.create_task(elector.lost.wait()) if elector else None
-                waits: list[asyncio.Future[Any]] = [stopper, failure, *([lost] if lost else [])]
-                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                if lost is None or not lost.done() or stopper.done() or failure.done():
-                    if lost is not None:
-                        lost.cancel()
-                    break
-                assert elector is not None
-                await self._stop_now(workers)
-                if self.config.on_leadership_lost == "exit":
-                    raise LeadershipLost("lost leadership: reconciles stopped")
-                log.warning("lost leadership: reconciles stopped; waiting to lead again")
-                if elector_task is not None:
-                    await asyncio.gather(elector_task, return_exceptions=True)
-                elector.reset()
-                for obj in self.store.list():  # whatever was in flight runs again
-                    scheduler.schedule(ObjectRef(meta.name(obj), meta.namespace(obj)))
-                workers = start_workers()
-                elector_task = asyncio.create_task(elector.run())
+            async with sup:
+                for t, name in zip(self.triggers, feeders, strict=True):
+                    sup.spawn(name, functools.partial(self._feed, t, scheduler, on_watch_error),
+                              restart="backoff", backoff=DefaultBackoff(clock=loop.time))
+                start_workers()
+                elector_task = (sup.spawn("leader elector", elector.run, forever=False)
+                                if elector else None)
+                if self.config.max_unhealthy is not None:
+                    sup.spawn("watchdog", self._watchdog)
+                stopper = sup.spawn("stop signal", stop.wait, forever=False)
+                try:
+                    while True:
+                        lost = (sup.spawn("leadership watch", elector.lost.wait, forever=False)
+                                if elector else None)
+                        waits: list[asyncio.Future[Any]] = [
+                            stopper.task, sup.failed_future, *([lost.task] if lost else [])
+                        ]
+                        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                        if (lost is None or not lost.done() or stopper.done()
+                                or sup.failure is not None):
+                            break
+                        assert elector is not None and elector_task is not None
+                        await sup.cancel(*workers)
+                        if self.config.on_leadership_lost == "exit":
+                            raise LeadershipLost("lost leadership: reconciles stopped")
+                        log.warning("lost leadership: reconciles stopped; waiting to lead again")
+                        await asyncio.gather(elector_task.task, return_exceptions=True)
+                        elector.reset()
+                        for obj in self.store.list():  # whatever was in flight runs again
+                            scheduler.schedule(ObjectRef(meta.name(obj), meta.namespace(obj)))
+                        start_workers()
+                        elector_task = sup.spawn("leader elector", elector.run, forever=False)
+                finally:
+                    sup.begin_close()
+                    await sup.cancel(*feeders, "watchdog", "stop signal", "leadership watch")
+                    scheduler.close()
+                    await self._drain(sup, workers, force)
+                failure = sup.failure
+                if failure is not None:
+                    raise failure
         finally:
-            restore()
-            for task in (*feeders, watchdog, stopper):
-                task.cancel()
-            scheduler.close()
-            await self._drain(workers, force)
-            if elector_task is not None:
-                elector_task.cancel()
-            await asyncio.gather(
-                *feeders, watchdog, stopper, *([elector_task] if elector_task else []),
-                return_exceptions=True,
-            )
-        if failure.done() and not stop.is_set():
-            raise failure.result()
+            restore()  # after the drain, so that a second signal can force it
 
-    async def _stop_now(self, workers: list[asyncio.Task[None]]) -> None:
-        for w in workers:
-            w.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
-
-    async def _drain(self, workers: list[asyncio.Task[None]], force: asyncio.Event) -> None:
+    async def _drain(self, sup: Supervisor, workers: list[str], force: asyncio.Event) -> None:
         """Let in-flight reconciles finish (up to shutdown_timeout, or until forced); idle
         workers are cancelled at once."""
         loop = asyncio.get_running_loop()
@@ -362,9 +448,7 @@ class Controller:
             await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
         if self._inflight:
             log.warning("stopping: cancelling %d unfinished reconciles", len(self._inflight))
-        for w in workers:
-            w.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
+        await sup.cancel(*workers)
 
     def _install_signals(
         self, loop: asyncio.AbstractEventLoop, stop: asyncio.Event, force: asyncio.Event
@@ -388,8 +472,8 @@ class Controller:
                 installed.append(sig)
 
         def restore() -> None:
-            for sig in installed:
-                loop.remove_signal_handler(sig)
+            while installed:
+                loop.remove_signal_handler(installed.pop())
 
         return restore
 
@@ -398,7 +482,6 @@ class Controller:
         trig: Trigger,
         scheduler: Scheduler,
         on_watch_error: WatchErrorHook | None,
-        failure: asyncio.Future[BaseException],
     ) -> None:
         """One trigger: watch, keep its store, turn events into reconcile requests."""
         w = watcher(trig.api, trig.config, backoff=trig.backoff or DefaultBackoff(),
@@ -414,23 +497,39 @@ class Controller:
                         ref = ObjectRef(meta.name(event.obj), meta.namespace(event.obj))
                         scheduler.cancel(ref)
                         self._object_backoff.pop(ref, None)
+                        self.stats.forget(ref)
                     else:
                         for ref in self._refs(trig, event.obj):
                             scheduler.schedule(ref, debounce)
                 elif isinstance(event, WatchError) and on_watch_error is not None:
-                    result = on_watch_error(trig.name, event.error)
-                    if inspect.isawaitable(result):
-                        await result
+                    try:
+                        result = on_watch_error(trig.name, event.error)
+                        if inspect.isawaitable(result):
+                            await result
+                    except Exception as exc:  # the user's hook: its error must not end the trigger
+                        trig.hook_errors.record(exc, f"{trig.name}: {type(event.error).__name__}")
         except (WatcherUnhealthy, WatchGaveUp) as exc:
             err = ControllerUnhealthy(f"controller trigger {trig.name!r} failed: {exc}", trig.name)
             err.__cause__ = exc
-            if not failure.done():
-                failure.set_result(err)
+            assert self._supervisor is not None
+            self._supervisor.fail(err)
 
-    def _refs(self, trig: Trigger, obj: JSON) -> Iterable[ObjectRef]:
+    def _refs(self, trig: Trigger, obj: JSON) -> list[ObjectRef]:
+        """What to reconcile for ``obj``; a mapper's error is logged and counted, never
+        allowed to end the trigger (later changes must still be seen)."""
         if trig.mapper is None:
-            return (ObjectRef(meta.name(obj), meta.namespace(obj)),)
-        return trig.mapper(obj)
+            return [ObjectRef(meta.name(obj), meta.namespace(obj))]
+        try:
+            refs = list(trig.mapper(obj))
+            for ref in refs:
+                if not isinstance(ref, ObjectRef):
+                    raise TypeError(
+                        f"a mapper must return ObjectRefs, not {type(ref).__name__}"
+                    )
+        except Exception as exc:
+            trig.mapper_errors.record(exc, _describe(obj))
+            return []
+        return refs
 
     async def _work(
         self,
@@ -456,6 +555,15 @@ class Controller:
                 action = await self._reconcile_one(ref, obj, reconcile, error_policy, context)
                 if action.requeue_after is not None:
                     scheduler.schedule(ref, action.requeue_after)
+            except Exception:
+                # A crash here (not a reconcile error: those became an Action) must not lose
+                # the request: it runs again after the object's backoff; the supervisor
+                # restarts this worker.
+                delay = self._object_backoff.setdefault(
+                    ref, ExponentialBackoff(1.0, 300.0, 2.0, 0.1)
+                ).next()
+                scheduler.schedule(ref, delay or 300.0)
+                raise
             finally:
                 self._inflight.pop(ref, None)
                 scheduler.done(ref)
@@ -484,14 +592,35 @@ class Controller:
             self._object_backoff.pop(ref, None)
             outcome = "success" if action.requeue_after is None else "requeue"
         except Exception as exc:
-            outcome = "error"
-            if error_policy is not None:
-                action = error_policy(obj, exc, context)
-            else:
-                action = self._default_error_policy(ref, exc)
-        finally:
+            now = loop.time()
+            self.durations.observe(now - started)
+            self.stats.failure(ref, now, exc)
+            return self._on_error(ref, obj, exc, error_policy, context)
+        except BaseException:
             self.durations.observe(loop.time() - started)
-        self.results[outcome] += 1
+            raise
+        now = loop.time()
+        self.durations.observe(now - started)
+        self.stats.success(ref, now, outcome)
+        return action
+
+    def _on_error(
+        self, ref: ObjectRef, obj: JSON, exc: Exception, error_policy: ErrorPolicy | None,
+        context: Any,
+    ) -> Action:
+        """The user's error policy, or the default one if there is none or it fails (an
+        error policy that raises must not take the worker down)."""
+        if error_policy is None:
+            return self._default_error_policy(ref, exc)
+        try:
+            action = error_policy(obj, exc, context)
+            if not isinstance(action, Action):
+                raise TypeError(f"error_policy must return an Action, not {type(action).__name__}")
+        except Exception as policy_exc:
+            log.error("error_policy failed for %s (using the default backoff): %s: %s",
+                      ref, type(policy_exc).__name__, policy_exc,
+                      exc_info=(type(policy_exc), policy_exc, policy_exc.__traceback__))
+            return self._default_error_policy(ref, exc)
         return action
 
     def _default_error_policy(self, ref: ObjectRef, exc: Exception) -> Action:
@@ -506,19 +635,35 @@ class Controller:
         )
         return Action.requeue(delay)
 
-    async def _watchdog(self, failure: asyncio.Future[BaseException]) -> None:
-        """Raise once a reconcile has been stuck past reconcile_timeout + max_unhealthy."""
-        limit, timeout = self.config.max_unhealthy, self.config.reconcile_timeout
-        if limit is None or timeout is None:
-            return
+    async def _watchdog(self) -> None:
+        """End the run once a part has not worked for max_unhealthy: a reconcile stuck past
+        reconcile_timeout + max_unhealthy, or a task crash-looping that long."""
+        limit = self.config.max_unhealthy
+        assert limit is not None
+        timeout = self.config.reconcile_timeout
+        interval = min(5.0, limit / 4, *((timeout / 2,) if timeout is not None else ()))
         loop = asyncio.get_running_loop()
         while True:
-            await asyncio.sleep(min(timeout, limit) / 2)
-            stuck = self._stuck(loop.time())
-            if stuck and stuck[1] > timeout + limit and not failure.done():
-                ref, age = stuck
-                failure.set_result(ControllerUnhealthy(
-                    f"reconcile of {ref} has been running for {age:.0f} s "
-                    f"(reconcile_timeout {timeout:g} s + max_unhealthy {limit:g} s)",
-                    "reconcile",
-                ))
+            await asyncio.sleep(interval)
+            fatal = self.health(loop.time()).fatal
+            if fatal:
+                part, why = next(iter(fatal.items()))
+                assert self._supervisor is not None
+                self._supervisor.fail(ControllerUnhealthy(why, part))
+                return
+
+
+def _loop_time() -> float:
+    """The event loop's clock (what every recorded time uses); monotonic without a loop."""
+    try:
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        return time.monotonic()
+
+
+def _describe(obj: JSON) -> str:
+    try:
+        ns, name = meta.namespace(obj), meta.name(obj)
+    except Exception:  # a broken object is exactly what a failing mapper may be given
+        return "an object without a name"
+    return f"{ns}/{name}" if ns else str(name)

@@ -1,13 +1,17 @@
 """One small HTTP server for the kubelet and Prometheus: /healthz, /readyz, /metrics.
 
 /healthz (liveness) fails only once something is past its ``max_unhealthy``: restarting
-the pod is the loud signal of last resort. /readyz fails as soon as a cache is not ready
-or a watch is degraded, with the reason in the body.
+the pod is the loud signal of last resort. /readyz fails as soon as a cache is not ready,
+a watch is degraded, a supervised task crashed, a reconcile is stuck, or every reconcile
+failed for ``ControllerConfig.failure_window`` seconds, with the reason in the body.
+``/readyz?verbose`` is JSON: each watch, and each controller with its reconcile counts,
+last error, failing and stuck objects, mapper errors and tasks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from typing import Any
 
@@ -16,8 +20,15 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from watchkeeper.cache import Store
 from watchkeeper.controller import Controller
+from watchkeeper.errors import WatchkeeperError
 from watchkeeper.ops.metrics import Sources, WatchkeeperCollector
+from watchkeeper.supervisor import Supervisor
 from watchkeeper.watcher import WatchHealth, WatchState
+
+
+class ProbeServerDown(WatchkeeperError):
+    """The probe server's listening socket stopped serving (``serve()`` raises it so that
+    its supervisor restarts the server, or ends the run)."""
 
 
 class HealthServer:
@@ -32,6 +43,7 @@ class HealthServer:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(WatchkeeperCollector(self.sources))
         self._runner: web.AppRunner | None = None
+        self._sock: socket.socket | None = None
 
     def add_controller(self, controller: Controller) -> HealthServer:
         self.sources.controllers.append(controller)
@@ -45,6 +57,11 @@ class HealthServer:
 
     def add_elector(self, elector: Any) -> HealthServer:
         self.sources.electors.append(elector)
+        return self
+
+    def add_supervisor(self, supervisor: Supervisor) -> HealthServer:
+        """Report this supervisor's tasks too (a controller's own is reported already)."""
+        self.sources.supervisors.append(supervisor)
         return self
 
     # -- checks --------------------------------------------------------------------------
@@ -62,18 +79,17 @@ class HealthServer:
                     f"(max_unhealthy {limit:g} s): {health.last_error}"
                 )
         for c in self.sources.controllers:
-            stuck = c.health(now).problems.get("reconcile")
-            limit = c.config.max_unhealthy
-            timeout = c.config.reconcile_timeout
-            if stuck and limit is not None and timeout is not None:
-                ref_age = c._stuck(now)
-                if ref_age and ref_age[1] > timeout + limit:
-                    problems.append(stuck)
+            problems.extend(f"controller {c.name}: {why}" for why in c.health(now).fatal.values())
         return not problems, problems
 
     def readiness(self) -> tuple[bool, list[dict[str, Any]]]:
+        """Every watch, then every controller (its reconciles, failing objects and tasks)."""
         ok, details = True, []
         wall, now = time.time(), self._now()
+
+        def to_wall(t: float | None) -> float | None:
+            return None if t is None else wall - (now - t)
+
         for health, store, _limit in self.sources.all_watches():
             ready = health.state is WatchState.HEALTHY and (store is None or store.ready)
             ok = ok and ready
@@ -81,16 +97,57 @@ class HealthServer:
                 "resource": health.resource,
                 "ready": ready,
                 "state": health.state.value,
-                "since": wall - (now - health.since),
+                "since": to_wall(health.since),
                 "consecutive_failures": health.consecutive_failures,
                 "last_error": str(health.last_error) if health.last_error else None,
                 "objects": len(store) if store is not None else None,
             })
         for c in self.sources.controllers:
-            problem = c.health(now).problems.get("reconcile")
-            if problem:
-                ok = False
-                details.append({"resource": "reconcile", "ready": False, "last_error": problem})
+            h = c.health(now)
+            triggers = {t.name for t in c.triggers}  # already reported as watches above
+            own = {part: why for part, why in h.problems.items() if part not in triggers}
+            ok = ok and not own
+            details.append({
+                "resource": f"controller {c.name}",
+                "controller": c.name,
+                "ready": not own,
+                "state": "degraded" if own else "healthy",
+                "problems": own,
+                "reconciles": h.reconciles,
+                "last_error": h.last_error,
+                "last_error_object": str(h.last_error_object) if h.last_error_object else None,
+                "last_error_at": to_wall(h.last_error_at),
+                "failing": [
+                    {"object": str(f.ref), "failures": f.failures, "since": to_wall(f.first_failed),
+                     "last_error": f.last_error}
+                    for f in h.failing
+                ],
+                "failing_objects": len(c.stats.failing),
+                "stuck": [{"object": str(ref), "running_for": round(age, 1)}
+                          for ref, age in h.stuck],
+                "mapper_errors": {t.name: t.mapper_errors.count for t in c.triggers
+                                  if t.mapper is not None},
+                "tasks": [
+                    {"task": t.name, "state": t.state.value, "since": to_wall(t.since),
+                     "restarts": t.restarts,
+                     "last_error": t.describe() or None}
+                    for t in h.tasks
+                ],
+            })
+        for sup in self.sources.supervisors:
+            problems = sup.problems()
+            ok = ok and not problems
+            details.append({
+                "resource": sup.name,
+                "ready": not problems,
+                "state": "degraded" if problems else "healthy",
+                "problems": problems,
+                "tasks": [
+                    {"task": t.name, "state": t.state.value, "since": to_wall(t.since),
+                     "restarts": t.restarts, "last_error": t.describe() or None}
+                    for t in sup.statuses()
+                ],
+            })
         return ok, details
 
     # -- HTTP ----------------------------------------------------------------------------
@@ -103,12 +160,13 @@ class HealthServer:
     async def _readyz(self, request: web.Request) -> web.Response:
         ok, details = self.readiness()
         if "verbose" in request.query:
-            return web.json_response({"ready": ok, "watches": details}, status=200 if ok else 503)
-        lines = [
-            f"[{'+' if d['ready'] else '-'}] {d['resource']}"
-            + ("" if d["ready"] else f": {d.get('state', '')} {d.get('last_error') or ''}")
-            for d in details
-        ]
+            return web.json_response({
+                "ready": ok,
+                "watches": [d for d in details if "problems" not in d],
+                "controllers": [d for d in details if "controller" in d],
+                "supervisors": [d for d in details if "problems" in d and "controller" not in d],
+            }, status=200 if ok else 503)
+        lines = [f"[{'+' if d['ready'] else '-'}] {d['resource']}{_why(d)}" for d in details]
         return web.Response(status=200 if ok else 503, text="\n".join(lines) + "\n")
 
     async def _metrics(self, request: web.Request) -> web.Response:
@@ -121,18 +179,56 @@ class HealthServer:
         app.router.add_get("/livez", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
+        family = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.create_server((self.host, self.port), family=family)
+        runner = web.AppRunner(app, access_log=None)
+        try:
+            await runner.setup()
+            await web.SockSite(runner, sock).start()
+        except BaseException:
+            sock.close()
+            await runner.cleanup()
+            raise
+        self._runner, self._sock = runner, sock
         if self.port == 0:
-            self.port = int(self._runner.addresses[0][1])
+            self.port = int(sock.getsockname()[1])
+
+    @property
+    def serving(self) -> bool:
+        """Whether the listening socket is open (false before start and after stop)."""
+        return self._sock is not None and self._sock.fileno() >= 0
+
+    async def serve(self, check_interval: float = 5.0) -> None:
+        """Start if needed, then serve until cancelled; raise ``ProbeServerDown`` once the
+        listening socket stopped serving, so a supervisor sees it (and may restart it)."""
+        if self._runner is None:
+            await self.start()
+        try:
+            while True:
+                await asyncio.sleep(check_interval)
+                if not self.serving:
+                    raise ProbeServerDown(f"the probe server on {self.url} stopped listening")
+        except ProbeServerDown:
+            await self.stop()
+            raise
 
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+
+def _why(detail: dict[str, Any]) -> str:
+    """Why a part is not ready, on one line (empty when it is)."""
+    if detail["ready"]:
+        return ""
+    if "problems" in detail:  # a controller
+        return ": " + "; ".join(f"{part}: {why}" for part, why in detail["problems"].items())
+    return f": {detail.get('state', '')} {detail.get('last_error') or ''}"

@@ -21,9 +21,12 @@ from prometheus_client.registry import Collector
 
 from watchkeeper.cache import Store
 from watchkeeper.controller import Controller
+from watchkeeper.supervisor import Supervisor, TaskState
 from watchkeeper.watcher import WatchHealth, WatchState
 
 STATE_VALUE = {WatchState.STARTING: 0, WatchState.HEALTHY: 1, WatchState.DEGRADED: 2}
+TASK_STATE_VALUE = {TaskState.DONE: 0, TaskState.RUNNING: 1, TaskState.DEGRADED: 2,
+                    TaskState.FAILED: 3}
 
 
 @dataclass
@@ -33,6 +36,13 @@ class Sources:
     watches: list[tuple[WatchHealth, Store | None, float | None]] = field(default_factory=list)
     controllers: list[Controller] = field(default_factory=list)
     electors: list[Any] = field(default_factory=list)  # LeaderElector (duck-typed)
+    supervisors: list[Supervisor] = field(default_factory=list)  # besides controllers' own
+
+    def all_supervisors(self) -> Iterator[Supervisor]:
+        yield from self.supervisors
+        for c in self.controllers:
+            if c.supervisor is not None:
+                yield c.supervisor
 
     def all_watches(self) -> Iterator[tuple[WatchHealth, Store | None, float | None]]:
         yield from self.watches
@@ -97,8 +107,20 @@ class WatchkeeperCollector(Collector):
         depth = GaugeMetricFamily(
             "watchkeeper_queue_depth", "Pending reconcile requests", labels=["controller"]
         )
+        failing = GaugeMetricFamily(
+            "watchkeeper_reconcile_failing_objects",
+            "Objects whose last reconcile failed", labels=["controller"],
+        )
+        mapper_errors = CounterMetricFamily(
+            "watchkeeper_mapper_errors", "Errors raised by a trigger's mapper (skipped)",
+            labels=["controller", "trigger"],
+        )
         for c in self.sources.controllers:
             name = c.triggers[0].name
+            failing.add_metric([name], len(c.stats.failing))
+            for t in c.triggers:
+                if t.mapper is not None:
+                    mapper_errors.add_metric([name, t.name], t.mapper_errors.count)
             for result, n in c.results.items():
                 results.add_metric([name, result], n)
             h = c.durations
@@ -108,7 +130,22 @@ class WatchkeeperCollector(Collector):
                 buckets.append(("+Inf" if bound == float("inf") else str(bound), cumulative))
             durations.add_metric([name], buckets, h.total)
             depth.add_metric([name], c.queue_depth)
-        yield from (results, durations, depth)
+        yield from (results, durations, depth, failing, mapper_errors)
+
+        task_state = GaugeMetricFamily(
+            "watchkeeper_task_state",
+            "Supervised task state: 0 done, 1 running, 2 degraded (restarting), 3 failed",
+            labels=["supervisor", "task"],
+        )
+        task_restarts = CounterMetricFamily(
+            "watchkeeper_task_restarts", "Restarts of a supervised task after a crash",
+            labels=["supervisor", "task"],
+        )
+        for sup in self.sources.all_supervisors():
+            for st in sup.statuses():
+                task_state.add_metric([sup.name, st.name], TASK_STATE_VALUE[st.state])
+                task_restarts.add_metric([sup.name, st.name], st.restarts)
+        yield from (task_state, task_restarts)
 
         leader = GaugeMetricFamily(
             "watchkeeper_leader", "1 while this replica holds the lease", labels=["lease"]

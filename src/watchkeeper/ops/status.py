@@ -28,6 +28,61 @@ def render(body: dict[str, Any], console: Console) -> None:
             str(w.get("last_error") or ""),
         )
     console.print(table)
+    for c in body.get("controllers", []):
+        _render_controller(c, console)
+    for s in body.get("supervisors", []):
+        _render_tasks(str(s.get("resource")), s, console)
+
+
+def _render_controller(c: dict[str, Any], console: Console) -> None:
+    """Reconcile counts, why it is not ready, the last error, failing and stuck objects."""
+    counts = c.get("reconciles") or {}
+    table = Table(title=f"controller {c.get('controller')}: {c.get('state', '-')}")
+    for col in ("succeeded", "requeued", "failed", "failing objects", "last error", "when"):
+        table.add_column(col)
+    last = c.get("last_error")
+    if last and c.get("last_error_object"):
+        last = f"{c['last_error_object']}: {last}"
+    table.add_row(
+        str(counts.get("success", 0)), str(counts.get("requeue", 0)),
+        str(counts.get("error", 0)), str(c.get("failing_objects", 0)), str(last or ""),
+        f"{_age(c.get('last_error_at'))} ago" if c.get("last_error_at") else "",
+    )
+    console.print(table)
+    for part, why in (c.get("problems") or {}).items():
+        console.print(f"[red]not ready[/red] {part}: {why}")
+    failing = c.get("failing") or []
+    if failing:
+        ft = Table(title="failing objects (longest first)")
+        for col in ("object", "failures", "for", "last error"):
+            ft.add_column(col)
+        for f in failing:
+            ft.add_row(str(f.get("object")), str(f.get("failures")), _age(f.get("since")),
+                       str(f.get("last_error") or ""))
+        console.print(ft)
+    for st in c.get("stuck") or []:
+        console.print(f"[red]stuck[/red] reconcile of {st.get('object')} running for "
+                      f"{st.get('running_for')} s")
+    for trigger, n in (c.get("mapper_errors") or {}).items():
+        if n:
+            console.print(f"[yellow]mapper errors[/yellow] {trigger}: {n}")
+    _render_tasks(f"controller {c.get('controller')}", c, console, only_problems=True)
+
+
+def _render_tasks(
+    owner: str, body: dict[str, Any], console: Console, only_problems: bool = False
+) -> None:
+    tasks = [t for t in body.get("tasks") or []
+             if not only_problems or t.get("state") in ("degraded", "failed")]
+    if not tasks:
+        return
+    table = Table(title=f"{owner}: tasks")
+    for col in ("task", "state", "for", "restarts", "last error"):
+        table.add_column(col)
+    for t in tasks:
+        table.add_row(str(t.get("task")), str(t.get("state")), _age(t.get("since")),
+                      str(t.get("restarts", 0)), str(t.get("last_error") or ""))
+    console.print(table)
 
 
 async def print_status(url: str) -> int:

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
+from watchkeeper.supervisor import start_task
 from watchkeeper.testing._store import JSON, ResourceType, StoreError
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ class GarbageCollector:
     def notice(self) -> None:
         """Something changed that may leave garbage: run a pass soon (at once without a loop)."""
         try:
-            loop = asyncio.get_running_loop()
+            asyncio.get_running_loop()  # is there a loop to run it in?
         except RuntimeError:
             self._run_now()
             return
@@ -60,7 +61,7 @@ class GarbageCollector:
             self._again = True
             return
         if self._task is None or self._task.done():
-            self._task = loop.create_task(self._worker())
+            self._task = start_task(self._worker(), name="simulator: garbage collector")
 
     def cancel(self) -> None:
         if self._task is not None:

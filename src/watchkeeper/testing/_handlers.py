@@ -313,10 +313,10 @@ class Handlers:
         q = request.query
         rv = q.get("resourceVersion", "")
         sie_raw = q.get("sendInitialEvents")
-        bookmarks = q.get("allowWatchBookmarks", "") in _http.TRUE
+        bookmarks = _http.query_bool(q, "allowWatchBookmarks")
         if sie_raw is None and self.opts.watch_list and rv in ("", "0"):
             sie_raw = "true"  # SetListOptionsDefaults with the WatchList gate on (file 071)
-        send_initial = sie_raw in _http.TRUE
+        send_initial = sie_raw is not None and _http.param_true(sie_raw)
         timeout: float | None = self.opts.default_watch_timeout
         if q.get("timeoutSeconds"):
             try:
@@ -389,7 +389,7 @@ class Handlers:
             check.duplicates = _validation.duplicate_fields(raw)
         obj, code = self.registry.patch(
             rt, ns, route.name, ptype, body, manager=manager, subresource=route.subresource,
-            force=q.get("force", "") in _http.TRUE, dry_run=dry_run, check=check)
+            force=_http.query_bool(q, "force"), dry_run=dry_run, check=check)
         return _warned(_http.json_response(obj, code), check)
 
     async def _delete(

@@ -14,7 +14,8 @@ import msgspec
 import yaml
 from aiohttp import web
 
-from watchkeeper.testing import _status
+from watchkeeper.testing import _protodecode, _status
+from watchkeeper.testing._protodecode import ProtoError
 from watchkeeper.testing._reqlog import RequestRecord
 from watchkeeper.testing._store import JSON, StoreError
 
@@ -23,9 +24,23 @@ MANAGER = web.RequestKey("wk_manager", str)
 RECORD = web.RequestKey("wk_record", RequestRecord)
 BASE_HEADERS = {"Cache-Control": "no-cache, private"}
 NAMESPACE_SUBRESOURCES = ("status", "finalize")
-TRUE = ("1", "t", "T", "true", "TRUE", "True")
 GZIP_THRESHOLD = 128 * 1024  # apiserver's defaultGzipThresholdBytes (022 vs 023, 024)
 GZIP_LEVEL = 1  # defaultGzipContentEncodingLevel
+
+
+def query_bool(query: Any, name: str) -> bool:
+    """A boolean query parameter (watch, allowWatchBookmarks, sendInitialEvents, force) as
+    the apiserver's parameter codec reads it (apimachinery Convert_Slice_string_To_bool):
+    absent is false; "0" and any casing of "false" are false; anything else, even "yes",
+    "on" or an empty value, is true. Never a 400: it is not strconv.ParseBool."""
+    values = query.getall(name, []) if hasattr(query, "getall") else (
+        [query[name]] if name in query else [])
+    return bool(values) and param_true(str(values[0]))
+
+
+def param_true(value: str) -> bool:
+    """One present boolean query value, read as ``query_bool`` reads it."""
+    return not (value == "0" or value.casefold() == "false")
 
 
 @dataclass(frozen=True)
@@ -73,7 +88,7 @@ def parse_path(path: str) -> Route | None:
 def verb_of(method: str, route: Route, query: Any) -> str:
     """The Kubernetes verb of a request (what RBAC authorizes)."""
     if method in ("GET", "HEAD"):
-        if route.watch_prefix or (not route.name and query.get("watch", "") in TRUE):
+        if route.watch_prefix or (not route.name and query_bool(query, "watch")):
             return "watch"
         return "get" if route.name else "list"
     if method == "POST":
@@ -196,6 +211,11 @@ def decode_write_body(request: web.Request, raw: bytes, kind: str) -> Any:
         return decode_json(raw, kind)
     if mt == "application/yaml":
         return decode_yaml(raw, kind)
+    if mt == "application/vnd.kubernetes.protobuf":
+        try:  # what typed clients (kubectl create rolebinding, ...) send
+            return _protodecode.decode(raw)
+        except ProtoError:
+            pass
     raise StoreError(_status.unsupported_media_type(list(WRITE_TYPES)))
 
 

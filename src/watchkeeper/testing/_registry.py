@@ -19,7 +19,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from watchkeeper.supervisor import start_task
 from watchkeeper.testing import (
+    _events,
     _fields,
     _keyorder,
     _metavalid,
@@ -85,6 +87,8 @@ def _comparable(obj: JSON) -> JSON:
 
 def present(obj: JSON, rt: ResourceType) -> JSON:
     """The object as served at ``rt``'s version: kind and apiVersion first (built-ins)."""
+    if rt.plural == "events":  # core and events.k8s.io views of one stored set
+        obj = _events.serve(rt, obj)
     out: JSON = {"kind": rt.kind, "apiVersion": rt.group_version}
     out.update((k, v) for k, v in obj.items() if k not in ("kind", "apiVersion"))
     if rt.is_custom:  # unstructured: every key sorted (140-146)
@@ -110,6 +114,10 @@ class Registry:
         self.on_namespace_created: Callable[[str], None] | None = None
         # The garbage collector (ApiServer sets it): told when owners may have gone.
         self.gc: GarbageCollector | None = None
+        # Checks a write must pass before it is stored (ApiServer installs RBAC escalation
+        # prevention): (type, namespace, new object, old object or None on create); they
+        # raise StoreError to refuse. Dry runs are checked too, as on a real apiserver.
+        self.admit: Callable[[ResourceType, str, JSON, JSON | None], None] | None = None
         self._ns_tasks: set[asyncio.Task[None]] = set()
 
     def now(self) -> str:
@@ -230,6 +238,7 @@ class Registry:
         """POST: a new object (201). ``managed=False`` when managedFields are already set."""
         obj = self._check_body(rt, body)
         self._decode(rt, obj, check, whole_body=True)
+        obj = _events.to_storage(rt, obj)
         meta = _meta(obj)
         name = meta.get("name") or ""
         if not name and meta.get("generateName"):
@@ -249,6 +258,8 @@ class Registry:
             meta["generation"] = 1
         if rt.has_status and rt.key != ("", "namespaces"):
             obj.pop("status", None)
+        if self.admit is not None:  # the policy-based storage checks before validation
+            self.admit(rt, namespace, obj, None)
         self._validate(rt, obj, name)
         is_ns = rt.key == ("", "namespaces")
         if is_ns:  # a default: owned by the creator (file 168)
@@ -341,7 +352,7 @@ class Registry:
                     _meta(new).get("managedFields") or [])
             new = merged
         else:
-            new = copy.deepcopy(new)
+            new = _events.to_storage(rt, copy.deepcopy(new))
             new_meta = _meta(new)
             for k in _KEEP_META:
                 if k in old_meta:
@@ -379,6 +390,8 @@ class Registry:
                                   seen=seen)
         new_meta["resourceVersion"] = old_meta.get("resourceVersion")
         new = _order_meta(new, rt)
+        if self.admit is not None:  # on the updated object, before the RV check (409)
+            self.admit(rt, obj_key(old)[0], new, old)
         if expected_rv and expected_rv != old_meta.get("resourceVersion"):
             raise StoreError(_status.conflict(rt.plural, rt.group, old_meta["name"],
                                               _status.STALE))
@@ -420,13 +433,14 @@ class Registry:
                                subresource=subresource, force=force, dry_run=dry_run,
                                check=check)
         old = self.store.get(rt, namespace, name)
+        view = _events.view_of(rt, old)  # a patch is written against the served form
         try:
             if patch_type == "json":
-                new = _patch.json_patch(old, body)
+                new = _patch.json_patch(view, body)
             elif patch_type == "strategic":
-                new = _patch.strategic_merge(old, body)
+                new = _patch.strategic_merge(view, body)
             else:
-                new = _patch.merge_patch(old, body)
+                new = _patch.merge_patch(view, body)
         except _patch.PatchError:
             raise StoreError(_status.status(
                 422, "Invalid", "the server rejected our request due to an error in our request",
@@ -477,7 +491,8 @@ class Registry:
         now = self.now()
         try:
             result = _fields.apply(
-                copy.deepcopy(current) if current else None, config, manager=manager,
+                _events.view_of(rt, copy.deepcopy(current)) if current else None, config,
+                manager=manager,
                 force=force, api_version=rt.group_version, now=now, subresource=subresource,
                 custom=rt.is_custom)
         except _fields.ApplyConflict as exc:
@@ -676,11 +691,11 @@ class Registry:
 
     def _schedule_namespace_cleanup(self, name: str) -> None:
         try:
-            loop = asyncio.get_running_loop()
+            asyncio.get_running_loop()  # is there a loop to run it in?
         except RuntimeError:
             self._cleanup_namespace(name)
             return
-        task = loop.create_task(self._namespace_worker(name))
+        task = start_task(self._namespace_worker(name), name=f"simulator: namespace {name}")
         self._ns_tasks.add(task)
         task.add_done_callback(self._ns_tasks.discard)
 

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from watchkeeper.testing import _http, _keyorder, _protobuf
+from watchkeeper.testing import _events, _http, _keyorder, _protobuf
 from watchkeeper.testing._registry import present
 from watchkeeper.testing._store import JSON, ResourceType, StoreError
 from watchkeeper.testing._table import (
@@ -108,6 +108,8 @@ def list_item(rt: ResourceType, obj: JSON) -> JSON:
     """An item as a plain list shows it: built-ins without kind/apiVersion, CRs with them."""
     if rt.is_custom:
         return present(obj, rt)
+    if rt.plural == "events":  # core and events.k8s.io views of one stored set
+        obj = _events.serve(rt, obj)
     return {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from watchkeeper.testing._store import ResourceType
+from watchkeeper.testing._store import PrinterColumn, ResourceType
 
 JSON = dict[str, Any]
 
@@ -66,7 +66,8 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     _rt("batch", "v1", "cronjobs", "CronJob", short=("cj",), status=True, generation=True,
         categories=("all",)),
     _rt("coordination.k8s.io", "v1", "leases", "Lease"),
-    _rt("events.k8s.io", "v1", "events", "Event", short=("ev",)),
+    dataclasses.replace(_rt("events.k8s.io", "v1", "events", "Event", short=("ev",)),
+                        shares=("", "events")),  # one set of Events, two views (_events.py)
     _rt("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
         False, ("crd", "crds"), status=True, generation=True, categories=("api-extensions",)),
     _rt("rbac.authorization.k8s.io", "v1", "roles", "Role"),
@@ -100,6 +101,22 @@ class CRDError(ValueError):
     def __init__(self, causes: list[tuple[str, str, str]]) -> None:
         super().__init__("; ".join(f"{f}: {m}" for _, f, m in causes))
         self.causes = causes
+
+
+def printer_columns(version: Any) -> tuple[PrinterColumn, ...]:
+    """A CRD version's additionalPrinterColumns (entries without a name or jsonPath, which
+    the apiserver's validation refuses, are skipped here)."""
+    raw = version.get("additionalPrinterColumns") if isinstance(version, dict) else None
+    out: list[PrinterColumn] = []
+    for col in raw if isinstance(raw, list) else ():
+        if not isinstance(col, dict) or not col.get("name") or not col.get("jsonPath"):
+            continue
+        out.append(PrinterColumn(
+            name=str(col["name"]), type=str(col.get("type") or "string"),
+            json_path=str(col["jsonPath"]), format=str(col.get("format") or ""),
+            description=str(col.get("description") or ""),
+            priority=int(col.get("priority") or 0)))
+    return tuple(out)
 
 
 def crd_types(crd: JSON) -> list[ResourceType]:
@@ -147,6 +164,7 @@ def crd_types(crd: JSON) -> list[ResourceType]:
                 is_custom=True,
                 categories=tuple(names.get("categories") or ()),
                 has_generation=True,
+                printer_columns=printer_columns(v),
             )
         )
     return out

@@ -57,6 +57,18 @@ class RVTooLarge(StoreError):
 
 
 @dataclass(frozen=True)
+class PrinterColumn:
+    """One additionalPrinterColumn of a CRD version (apiextensions/v1)."""
+
+    name: str
+    type: str
+    json_path: str
+    format: str = ""
+    description: str = ""
+    priority: int = 0
+
+
+@dataclass(frozen=True)
 class ResourceType:
     """One served resource: enough to route, discover and validate."""
 
@@ -74,6 +86,11 @@ class ResourceType:
     )
     categories: tuple[str, ...] = ()
     has_generation: bool = False  # metadata.generation is maintained (spec-bearing kinds)
+    # stored with another resource's objects, converted on the way in and out (the
+    # events.k8s.io Events are core Events: _events.py)
+    shares: tuple[str, str] | None = None
+    # a custom resource's additionalPrinterColumns for this version (Table columns)
+    printer_columns: tuple[PrinterColumn, ...] = ()
 
     @property
     def group_version(self) -> str:
@@ -85,7 +102,7 @@ class ResourceType:
 
     @property
     def key(self) -> Key:
-        return (self.group, self.plural)
+        return self.shares or (self.group, self.plural)
 
 
 @dataclass
@@ -447,12 +464,12 @@ class ObjectStore:
         now = self.clock()
         h = self._history
         while h and (len(h) > self.history_size or now - h[0].time > self.history_age):
-            self.history_start = h.popleft().rv
+            self.history_start = max(self.history_start, h.popleft().rv)
 
     def compact(self) -> None:
         """Drop all history now: every older resourceVersion becomes Gone."""
         self._history.clear()
-        self.history_start = self.rv
+        self.history_start = max(self.history_start, self.rv)  # never below a clear()'s
 
     async def wait_for_rv(self, rv: int, timeout: float) -> bool:
         """Wait until the store reaches ``rv``; False on timeout."""
@@ -527,11 +544,18 @@ class ObjectStore:
         _end_all(subs)
 
     def clear(self) -> None:
-        """Forget every object and the history (for a restart without data); keeps the RV."""
+        """Forget every object and the history (for a restart without data); keeps the RV.
+
+        No resourceVersion issued before this point names a state this store can serve any
+        more: a watch resuming from one (even the latest, from a caught-up client) must get
+        410 Expired and relist, as from a new apiserver whose watch cache starts after it
+        (062); without that, a client would keep every wiped object in its cache forever.
+        """
         for objs in self._objects.values():
             objs.clear()
         self.clears += 1
         self.compact()
+        self.history_start = self.rv + 1
 
 
 _EXPIRED_CONTINUE = (

@@ -3,8 +3,9 @@
 ``kubectl get`` asks for Tables (kubectl-logs/01) and prints the cells it receives; metadata
 informers ask for PartialObjectMetadata(List). The shapes follow kube-apiserver 1.28 (files
 014-017, 043, 044, 150). Column sets exist for the kinds people list most (configmaps,
-secrets, namespaces, pods, deployments); every other built-in and every custom resource gets
-Name + Age, which is what a CRD without additionalPrinterColumns prints (150).
+secrets, namespaces, pods, deployments, events); a custom resource gets its CRD version's
+additionalPrinterColumns (_printcolumns.py); every other built-in and a CRD without
+additionalPrinterColumns gets Name + Age (150).
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any, Literal
 
-from watchkeeper.testing import _keyorder
+from watchkeeper.testing import _events, _keyorder, _printcolumns
 from watchkeeper.testing._discovery import media_ranges
 from watchkeeper.testing._store import ResourceType
 
@@ -122,6 +124,7 @@ def age(obj: Mapping[str, Any], now: datetime | None = None) -> str:
 
 
 Cells = Callable[[Mapping[str, Any]], list[Any]]
+WholeRow = Callable[[Mapping[str, Any], datetime], list[Any]]
 
 
 def _no_cells(obj: Mapping[str, Any]) -> list[Any]:
@@ -137,6 +140,9 @@ class _Printer:
     trailing: tuple[JSON, ...] = ()
     trailing_cells: Cells = _no_cells
     age_type: str = "string"
+    # a printer that defines every column itself (no Name ... Age frame): events, CRDs
+    whole: tuple[JSON, ...] | None = None
+    whole_cells: WholeRow | None = None
 
 
 def _dict(obj: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -231,15 +237,92 @@ _PRINTERS: dict[tuple[str, str], _Printer] = {
 }
 
 
+# The event printer's columns (pkg/printers/internalversion printEvent): descriptions are
+# core/v1 Event's field documentation. The server prints wide, so every cell is sent.
+_EVENT_COLUMNS = (
+    _column("Last Seen", "The time at which the most recent occurrence of this event was "
+            "recorded."),
+    _column("Type", "Type of this event (Normal, Warning), new types could be added in the "
+            "future"),
+    _column("Reason", "This should be a short, machine understandable string that gives the "
+            "reason for the transition into the object's current status."),
+    _column("Object", "The object that this event is about."),
+    _column("Subobject", "If referring to a piece of an object instead of an entire object, "
+            "this string should contain a valid JSON/Go field access statement, such as "
+            "desiredState.manifest.containers[2].", priority=1),
+    _column("Source", "The component reporting this event. Should be a short machine "
+            "understandable string.", priority=1),
+    _column("Message", "A human-readable description of the status of this operation."),
+    _column("First Seen", "The time at which the event was first recorded. (Time of server "
+            "receipt is in TypeMeta.)", priority=1),
+    _column("Count", "The number of times this event has occurred.", priority=1),
+    _column("Name", _NAME_DOC, fmt="name", priority=1),
+)
+
+
+def _since(value: Any, now: datetime) -> str:
+    """translateTimestampSince: an age, "<unknown>" for a zero (absent) time."""
+    moment = parse_time(value)
+    return "<unknown>" if moment is None else human_duration((now - moment).total_seconds())
+
+
+def _event_row(obj: Mapping[str, Any], now: datetime) -> list[Any]:
+    """printEvent's wide cells, for an Event served by core/v1 or events.k8s.io/v1."""
+    ev = _events.to_core_fields(dict(obj))
+    first = _since(ev.get("firstTimestamp"), now)
+    if parse_time(ev.get("firstTimestamp")) is None:
+        first = _since(ev.get("eventTime"), now)
+    last = _since(ev.get("lastTimestamp"), now)
+    if parse_time(ev.get("lastTimestamp")) is None:
+        last = first
+    count = ev.get("count") or 0
+    series = ev.get("series")
+    if isinstance(series, Mapping):
+        last = _since(series.get("lastObservedTime"), now)
+        count = series.get("count") or 0
+    elif not count:
+        count = 1  # singleton events have no count in the new API
+    ref = _dict(ev, "involvedObject")
+    kind = str(ref.get("kind") or "").lower()
+    target = f"{kind}/{ref['name']}" if ref.get("name") else kind
+    source = _dict(ev, "source")
+    component = source.get("component") or ev.get("reportingComponent") or ""
+    host = source.get("host") or ev.get("reportingInstance") or ""
+    return [last, ev.get("type") or "", ev.get("reason") or "", target,
+            ref.get("fieldPath") or "", f"{component}, {host}" if host else component,
+            str(ev.get("message") or "").strip(), first, int(count),
+            _dict(ev, "metadata").get("name") or ""]
+
+
+@lru_cache(maxsize=64)
+def _crd_printer(rt: ResourceType) -> _Printer:
+    """Name, then the CRD version's additionalPrinterColumns (apiextensions tableconvertor)."""
+    columns = rt.printer_columns
+
+    def cells(obj: Mapping[str, Any], now: datetime) -> list[Any]:
+        return [_dict(obj, "metadata").get("name") or "",
+                *(_printcolumns.cell(c, obj, now, _since) for c in columns)]
+
+    return _Printer(whole=(_column("Name", _NAME_DOC, fmt="name"),
+                           *(_printcolumns.definition(c) for c in columns)),
+                    whole_cells=cells)
+
+
 def _printer(rt: ResourceType) -> _Printer:
     if rt.is_custom:
+        if rt.printer_columns:
+            return _crd_printer(rt)
         return _Printer(age_type="date")  # 150: a CRD's default Age column is of type date
+    if _events.is_event(rt):
+        return _Printer(whole=_EVENT_COLUMNS, whole_cells=_event_row)
     return _PRINTERS.get((rt.group, rt.plural), _Printer())
 
 
 def column_definitions(rt: ResourceType) -> list[JSON]:
     """Table columns for a resource: Name, the kind's own columns, Age, then wide columns."""
     p = _printer(rt)
+    if p.whole is not None:
+        return [dict(c) for c in p.whole]
     return [
         _column("Name", _NAME_DOC, fmt="name"),
         *(dict(c) for c in p.middle),
@@ -293,8 +376,11 @@ def partial_object_metadata_list(items: Iterable[Mapping[str, Any]],
 def _row(rt: ResourceType, obj: Mapping[str, Any], include_object: str,
          now: datetime) -> JSON:
     p = _printer(rt)
-    name = _dict(obj, "metadata").get("name") or ""
-    cells = [name, *p.middle_cells(obj), age(obj, now), *p.trailing_cells(obj)]
+    if p.whole_cells is not None:
+        cells = p.whole_cells(obj, now)
+    else:
+        name = _dict(obj, "metadata").get("name") or ""
+        cells = [name, *p.middle_cells(obj), age(obj, now), *p.trailing_cells(obj)]
     row: JSON = {"cells": cells}
     if include_object == "Object":
         row["object"] = obj

@@ -46,9 +46,11 @@ from aiohttp import web
 
 from watchkeeper.client.auth import StaticToken
 from watchkeeper.client.config import ClientConfig
+from watchkeeper.supervisor import start_task
 from watchkeeper.testing import _http, _status, _wire
 from watchkeeper.testing._bootstrap import bootstrap_objects
 from watchkeeper.testing._deprecation import DEPRECATION, add_warning, deprecation_warning
+from watchkeeper.testing._escalation import REQUEST_USER, EscalationCheck
 from watchkeeper.testing._gc import GarbageCollector
 from watchkeeper.testing._handlers import HandlerOptions, Handlers
 from watchkeeper.testing._health import HEALTH_PATHS, health_text
@@ -185,6 +187,7 @@ class ApiServer:
         if root_ca_configmaps:
             self.registry.on_namespace_created = self._publish_root_ca
         self.rbac = Rbac(PolicyObjects(self.store))
+        self.registry.admit = EscalationCheck(self.rbac)
         self.tokens = ServiceAccountTokens(self.store, wall_clock)
         self.faults = Faults()
         self.faults.on_change = self._faults_changed
@@ -220,7 +223,8 @@ class ApiServer:
         self._admin_transport: asyncio.BaseTransport | None = None  # spared by aborts
         for rt in BUILTIN_TYPES:
             self.store.register(rt)
-        for ns in namespaces:
+        self._namespaces = tuple(namespaces)  # what a data-losing restart starts with again
+        for ns in self._namespaces:
             self.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         self.reconcile_policy()
 
@@ -248,7 +252,8 @@ class ApiServer:
     async def stop(self) -> None:
         """Stop serving: end watches, drop connections, close the listener."""
         self.handlers.stop_all()
-        pending = [asyncio.ensure_future(w.done.wait()) for w in self.handlers.watches]
+        pending = [start_task(w.done.wait(), name="simulator: watch end", awaited=True)
+                   for w in self.handlers.watches]
         if pending:  # let ended watches send their final chunk, as a graceful shutdown does
             _, late = await asyncio.wait(pending, timeout=1.0)
             for waiter in late:
@@ -278,7 +283,7 @@ class ApiServer:
         await self.stop()
         if not keep_data:
             self.store.clear()
-            for ns in DEFAULT_NAMESPACES:
+            for ns in self._namespaces:
                 self.create_object({"apiVersion": "v1", "kind": "Namespace",
                                     "metadata": {"name": ns}})
         self.reconcile_policy()
@@ -358,7 +363,7 @@ class ApiServer:
             except OSError:
                 log.exception("cannot reopen port %s", self.port)
                 return
-            self._opening = asyncio.get_running_loop().create_task(self._reopen(sock))
+            self._opening = start_task(self._reopen(sock), name="simulator: reopen listener")
 
     async def _reopen(self, sock: socket.socket) -> None:
         try:
@@ -601,20 +606,30 @@ class ApiServer:
             request[DEPRECATION] = warning
         ua = request.headers.get("User-Agent", "")
         request[_http.MANAGER] = request.query.get("fieldManager") or ua.split("/")[0] or "unknown"
-        return await self.handlers.serve(request, route, verb, request[_http.MANAGER], info)
+        token = REQUEST_USER.set(user)  # who writes, for RBAC escalation prevention
+        try:
+            return await self.handlers.serve(request, route, verb, request[_http.MANAGER], info)
+        finally:
+            REQUEST_USER.reset(token)
 
     async def _apply_faults(
         self, request: web.Request, rec: RequestRecord, info: RequestInfo
     ) -> web.StreamResponse | None:
-        if self.faults.take("hang", info) is not None:
+        hang = self.faults.take("hang", info)
+        if hang is not None:
             rec.fault = "hang"
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._hung.add(fut)
+            self.faults.hold(hang)
             try:
-                while not fut.done() and self.faults.find("hang", info) is not None:
+                # this fault's own state, not "is some hang fault still active": with
+                # count=N the fault leaves the active list at the Nth request, and the N
+                # requests it caught must go on hanging (issue 10, item 14)
+                while not fut.done() and hang.holding:
                     await asyncio.wait({fut}, timeout=0.1)
             finally:
                 self._hung.discard(fut)
+                self.faults.release(hang)
             transport = request.transport
             if transport is not None:
                 transport.abort()

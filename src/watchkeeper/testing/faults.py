@@ -11,7 +11,10 @@ times, or for ``duration`` seconds) until removed. Kinds:
                Priority and Fairness does (``limiter="apf"``, with X-Kubernetes-Pf-* headers;
                174, or after ``delay`` seconds in a queue: 175) or as the legacy max-in-flight
                filter does (``limiter="max-inflight"``: no Pf headers; 176).
-- ``hang``     accept the request and never answer it (it is dropped when the fault goes).
+- ``hang``     accept the request and never answer it; the connection is dropped when the
+               fault is removed or cleared, when its ``duration`` ends, or when the server
+               stops. With ``count=N`` the first N matching requests hang (later ones are
+               served) and stay hung after the count is used up, until one of those.
 - ``slow``     delay the request by ``delay`` seconds, then serve it normally.
 - ``reset``    abort the connection of matching watch streams after ``after_events`` events.
 - ``stall``    matching open watch streams stop sending but stay open.
@@ -84,12 +87,21 @@ class Fault:
     limiter: str = "apf"  # throttle: "apf" or "max-inflight"
     fired: int = 0
     id: int = field(default_factory=lambda: next(_ids))
+    removed: bool = False  # set by remove()/clear(): requests held by it are let go
+
+    @property
+    def timed_out(self) -> bool:
+        return self.expires_at is not None and time.monotonic() >= self.expires_at
 
     @property
     def expired(self) -> bool:
-        return (self.count is not None and self.count <= 0) or (
-            self.expires_at is not None and time.monotonic() >= self.expires_at
-        )
+        return (self.count is not None and self.count <= 0) or self.timed_out
+
+    @property
+    def holding(self) -> bool:
+        """A request this fault hangs stays hung: a used-up ``count`` does not end it (only
+        new requests stop matching); removal, clearing and ``duration`` do."""
+        return not (self.removed or self.timed_out)
 
     def describe(self) -> dict[str, Any]:
         d = asdict(self)
@@ -102,6 +114,7 @@ class Faults:
 
     def __init__(self) -> None:
         self._faults: list[Fault] = []
+        self._held: set[Fault] = set()  # hang faults with requests hanging on them now
         self.on_change: Callable[[], None] = lambda: None
         self.on_compact: Callable[[], None] = lambda: None
         self._changed = asyncio.Event()
@@ -181,13 +194,29 @@ class Faults:
 
     def remove(self, fault: Fault | int) -> None:
         fid = fault if isinstance(fault, int) else fault.id
+        for f in (*self._faults, *self._held):
+            if f.id == fid:
+                f.removed = True
+        if isinstance(fault, Fault):
+            fault.removed = True
         self._faults = [f for f in self._faults if f.id != fid]
         self._notify()
 
     def clear(self, kind: str | None = None) -> None:
         """Remove every fault (or every fault of one kind)."""
+        for f in (*self._faults, *self._held):
+            if kind is None or f.kind == kind:
+                f.removed = True
         self._faults = [f for f in self._faults if kind is not None and f.kind != kind]
         self._notify()
+
+    def hold(self, fault: Fault) -> None:
+        """Note that a request hangs on ``fault`` (so removing it later lets it go even
+        after its count is used up and it left the active list)."""
+        self._held.add(fault)
+
+    def release(self, fault: Fault) -> None:
+        self._held.discard(fault)
 
     # ---- querying --------------------------------------------------------------------------
 
