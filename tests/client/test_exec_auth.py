@@ -408,3 +408,122 @@ def test_exec_with_token_is_two_methods(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="more than one authentication method") as info:
         load_kubeconfig([config])
     assert TOKEN not in str(info.value)
+
+
+# -- stderr redaction whatever the encoding ------------------------------------------------------
+
+
+def _real_key() -> str:
+    return trustme.CA().issue_cert("plugin.example").private_key_pem.bytes().decode()
+
+
+def _key_lines(key: str) -> list[str]:
+    return [ln for ln in key.splitlines() if ln and not ln.startswith("-----")]
+
+
+STDERR_FORMS = {
+    # the credential the plugin printed on stdout, dumped again on stderr as JSON: "\n" escapes
+    "json-escaped": lambda cred, key, tok: f"debug: sending {cred}\nerror: cache write failed",
+    # the same, escaped twice (a JSON log line quoting it)
+    "json-in-json": lambda cred, key, tok: json.dumps({"msg": "sending", "body": cred}),
+    # the key as is (real newlines) and the token in a header dump
+    "unescaped": lambda cred, key, tok: f"loaded key:\n{key}\nAuthorization: Bearer {tok}\n",
+    # a YAML-ish dump, and a key cut off before its END line
+    "yaml-cut": lambda cred, key, tok: f"token: {tok}\nclientKeyData: |\n  {key[:200]}",
+}
+
+
+@pytest.mark.parametrize("exit_code, stdout_kind", [(1, "credential"), (2, "garbage")])
+@pytest.mark.parametrize("form", list(STDERR_FORMS))
+async def test_stderr_redacts_keys_and_tokens_in_any_encoding(
+    plugin: Plugin, form: str, exit_code: int, stdout_kind: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Whether or not stdout still parses (so the secrets are known or not), no line of a
+    private key and no token from stderr reaches the error (and so the logs and /readyz)."""
+    key, token = _real_key(), "exec-SECRET-token-7a8b9c"
+    cred = credential(token=token, clientCertificateData=CERT, clientKeyData=key)
+    stdout = cred if stdout_kind == "credential" else "not json"
+    plugin.answer(stdout, exit=exit_code,
+                  stderr="first words: hi\n" + STDERR_FORMS[form](cred, key, token)
+                  + "\nlast words: bye")
+    with pytest.raises(ExecPluginError) as info:
+        await ExecAuth(str(plugin.path)).headers()
+    message = str(info.value)
+    assert f"exited with code {exit_code}" in message and "first words: hi" in message
+    if form != "yaml-cut":  # a key cut off before its END line may be blanked to the end
+        assert "last words: bye" in message
+    assert "<redacted>" in message
+    for secret in (token, *_key_lines(key)):
+        assert secret not in message, (form, message)
+        assert json.dumps(secret)[1:-1] not in message
+
+
+async def test_stderr_redaction_reaches_watcher_logs(
+    plugin: Plugin, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The plugin's failure surfaces as a watcher's Unauthorized and a WARNING log line:
+    neither holds the key or the token, in either encoding."""
+    import watchkeeper as wk
+    from watchkeeper.testing import ApiServer
+
+    key, token = _real_key(), "exec-SECRET-token-7a8b9c"
+    cred = credential(token=token, clientCertificateData=CERT, clientKeyData=key)
+    plugin.answer(cred, exit=1, stderr=f"{cred}\n{key}\nfailed")
+    caplog.set_level(logging.DEBUG, logger="watchkeeper")
+    async with ApiServer() as srv:
+        config = wk.ClientConfig(server=srv.url, auth=ExecAuth(str(plugin.path)))
+        async with wk.Client(config) as client:
+            api = client.api("configmaps", namespace="default")
+            async for ev in wk.watcher(api, wk.WatchConfig(max_unhealthy=None),
+                                       backoff=wk.ConstantBackoff(0.01)):
+                assert isinstance(ev, wk.WatchError | wk.InitStart), ev
+                if isinstance(ev, wk.WatchError):
+                    err = ev.error
+                    break
+    assert isinstance(err, wk.Unauthorized) and "<redacted>" in str(err)
+    warnings = "\n".join(r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
+    assert "failed" in warnings
+    for secret in (token, *_key_lines(key)):
+        for text in (str(err), warnings, caplog.text):
+            assert secret not in text and json.dumps(secret)[1:-1] not in text
+
+
+# -- the exec plugin's time limit is a client setting --------------------------------------------
+
+
+async def test_hung_plugin_fails_after_the_clients_exec_timeout(
+    tmp_path: Path, plugin: Plugin
+) -> None:
+    """A plugin from the kubeconfig that never answers: with Timeouts(exec_plugin=0.5) the
+    request fails as Unauthorized caused by ExecPluginError after 0.5 s, not after 60 s."""
+    import time
+
+    import watchkeeper as wk
+    from watchkeeper.client import Timeouts
+
+    plugin.answer(credential(), sleep=30)
+    path = exec_kubeconfig(tmp_path, kubeconfig_exec(command=str(plugin.path)))
+    config = load_kubeconfig([path])
+    assert isinstance(config.auth, ExecAuth) and config.auth.timeout == 60.0  # the default
+    async with wk.Client(config, timeouts=Timeouts(exec_plugin=0.5)) as client:
+        assert config.auth.timeout == 0.5
+        started = time.monotonic()
+        with pytest.raises(wk.Unauthorized) as info:
+            await client.api("configmaps", namespace="default").list()
+        took = time.monotonic() - started
+    assert isinstance(info.value.__cause__, ExecPluginError)
+    assert "no answer within 0.5 s" in str(info.value)
+    assert 0.4 < took < 5.0, took
+
+
+async def test_explicit_plugin_timeout_wins_over_the_clients(plugin: Plugin) -> None:
+    import watchkeeper as wk
+    from watchkeeper.client import Timeouts
+
+    auth = ExecAuth(str(plugin.path), timeout=0.3)
+    wk.Client(wk.ClientConfig(server="http://127.0.0.1:1", auth=auth),
+              timeouts=Timeouts(exec_plugin=7))
+    assert auth.timeout == 0.3
+    with pytest.raises(ValueError, match="exec_plugin"):
+        Timeouts(exec_plugin=0)

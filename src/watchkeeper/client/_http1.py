@@ -103,6 +103,10 @@ class ResponseProtocol(asyncio.BufferedProtocol):
             self._compact()
             if len(self.buf) - self.w < MIN_FREE:
                 self._grow()
+        # Never read much past the line cap: a line over it is failed at the next wake-up.
+        room = self.max_line + MIN_FREE - (self.w - self.r)
+        if room < len(self.buf) - self.w:
+            return self.mv[self.w:self.w + max(room, 4096)]
         return self.mv[self.w:]
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -113,11 +117,21 @@ class ResponseProtocol(asyncio.BufferedProtocol):
         except FramingError as exc:
             self.fail(exc)
             return
-        if (not self.waiting and not self.paused and self.b - self.r > HIGH_WATER
-                and self.transport is not None):
-            self.paused = True
-            self.transport.pause_reading()
+        if not self.paused and self.transport is not None:
+            if not self.waiting and self.b - self.r > HIGH_WATER:
+                self.paused = True
+                self.transport.pause_reading()
+            elif self.b - self.r > self.max_line and self._no_newline():
+                self.paused = True  # an over-long line: read no more, the consumer fails it
+                self.transport.pause_reading()
         self._wake()
+
+    def _no_newline(self) -> bool:
+        start = max(self.r, self._scan)
+        if self.buf.find(b"\n", start, self.b) >= 0:
+            return False
+        self._scan = self.b
+        return True
 
     def eof_received(self) -> bool | None:
         self._end_of_input()
@@ -267,9 +281,10 @@ class ResponseProtocol(asyncio.BufferedProtocol):
         """Only for a line longer than the buffer (up to ``max_line``) or reads that came
         while pausing took effect; shrinks back once the consumer has taken it all."""
         size = len(self.buf)
+        limit = self.max_line + self._size0 + MIN_FREE
         new = max(size * 2, self.w + MIN_FREE)
-        if new > self.max_line + self._size0 + MIN_FREE:
-            new = size + MIN_FREE  # the consumer reports the over-long line
+        if new > limit:  # past it only by what a read brings: the consumer fails the line
+            new = max(limit, self.w + MIN_FREE)
         grown = bytearray(new)
         grown[:self.w] = self.mv[:self.w]
         self.mv.release()

@@ -21,7 +21,15 @@ from typing import Any
 
 import msgspec
 
-from watchkeeper.client.api import _NO_META, RawEvent, _Head, decode_line_object
+from watchkeeper.client._json import decode_deep
+from watchkeeper.client.api import (
+    _NO_META,
+    RawEvent,
+    _Head,
+    _HeadObject,
+    decode_line_object,
+    key_fields,
+)
 from watchkeeper.client.errors import InvalidResponse
 
 JSON = dict[str, Any]
@@ -174,7 +182,10 @@ class PieceDecoder:
             if not line.strip():
                 continue
             try:
-                env = one(line)
+                try:
+                    env = one(line)
+                except RecursionError:  # deeper than msgspec nests: the apiserver allows it
+                    env = self._deep(line)
                 if not line.isascii():
                     line.decode("utf-8")
             except _DECODE_ERRORS as exc:
@@ -186,6 +197,22 @@ class PieceDecoder:
         if good:
             self._advance(good)
         return good, None
+
+    def _deep(self, line: bytes) -> Any:
+        """The envelope of a line too deep for msgspec, from the stack-free decoder (rare),
+        checked as the typed decoder would have checked it."""
+        decoded = decode_deep(line)
+        if not isinstance(decoded, dict):
+            raise ValueError("a watch event must be a map")
+        kind, obj = decoded.get("type"), decoded.get("object")
+        if not isinstance(obj, dict) or not isinstance(kind, str):
+            raise ValueError("type must be a string and object a map")
+        meta = obj.get("metadata")
+        if meta is not None and not isinstance(meta, dict):
+            raise ValueError("object.metadata must be a map")
+        if self.lazy:
+            return _Head(kind, _HeadObject(key_fields(obj)))
+        return EagerEnvelope(kind, obj)
 
     def bad_line(self, line: bytes, exc: BaseException) -> InvalidResponse:
         rv = self.resource_version

@@ -7,6 +7,7 @@ decoded line by line; reconnecting, backing off and relisting are the watcher's 
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -15,7 +16,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from watchkeeper.client.errors import InvalidResponse, NotFound
+from watchkeeper.client._json import decode_deep
+from watchkeeper.client._json import encode as _encode  # deep objects written back too
+from watchkeeper.client.errors import InvalidResponse, NotFound, Timeout
 from watchkeeper.client.resource import Resource
 
 if TYPE_CHECKING:
@@ -36,8 +39,27 @@ _PATCH_CONTENT_TYPES: dict[str, str] = {
 METADATA_ACCEPT = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 METADATA_LIST_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
-_encode = msgspec.json.Encoder().encode
-_decode_obj = msgspec.json.Decoder(dict[str, Any]).decode
+_decode_dict = msgspec.json.Decoder(dict[str, Any]).decode
+
+DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
+"""The longest watch event line accepted. etcd refuses requests over 1.5 MiB by default
+(``--max-request-bytes``), so a stored object is at most about that; its JSON in a watch
+event can grow to 2-3 MiB (escaping, the event envelope, managedFields rewritten by the
+server). 16 MiB is several times that, yet bounds what a broken or hostile server can make
+us buffer for one line."""
+
+
+def _decode_obj(body: bytes) -> JSON:
+    """A JSON object (a response body); deeper than msgspec nests, the iterative decoder."""
+    try:
+        return _decode_dict(body)
+    except RecursionError:
+        obj = decode_deep(body)
+        if not isinstance(obj, dict):
+            raise msgspec.ValidationError(
+                f"Expected `object`, got `{type(obj).__name__}`"
+            ) from None
+        return obj
 
 
 _LARGE = 256 * 1024
@@ -155,15 +177,37 @@ def key_fields(obj: JSON) -> KeyFields:
                      _str(meta.get("resourceVersion")))
 
 
+def _decode_line(line: bytes) -> Any:
+    try:
+        return _decode_any(line)
+    except RecursionError:  # deeper than msgspec nests: still within the apiserver's limit?
+        return decode_deep(line)
+
+
 def decode_line_object(line: bytes, path: str = "") -> JSON:
     """The object of a watch line that a lazy stream already validated."""
     try:
-        obj: JSON = _decode_any(line)["object"]
-    except msgspec.DecodeError as exc:  # not expected: the line was validated
+        obj = _decode_line(line)["object"]
+        if not isinstance(obj, dict):
+            raise TypeError("object must be a map")
+    except (msgspec.DecodeError, KeyError, TypeError) as exc:  # not expected: validated
         raise InvalidResponse(
             f"undecodable watch event ({exc}): {line[:80]!r}", method="GET", path=path,
         ) from None
     return obj
+
+
+def _head_of_deep(line: bytes) -> StreamItem:
+    """A lazy stream's item for a line too deep for the typed head decoder: decoded whole
+    (it is rare), then checked as the head decoder would have."""
+    decoded = decode_deep(line)
+    kind, obj = decoded["type"], decoded["object"]
+    if not isinstance(obj, dict) or not isinstance(kind, str):
+        raise TypeError("type must be a string and object a map")
+    meta = obj.get("metadata")
+    if meta is not None and not isinstance(meta, dict):
+        raise TypeError("object.metadata must be a map")
+    return (kind, obj, None, None)
 
 
 # What ``WatchStream.items`` yields per line: (type, object, None, None) when eager,
@@ -185,53 +229,118 @@ class WatchStream:
 
     A ``lazy`` stream validates each line and reads its type and key fields, and leaves the
     object to be decoded when (if) the consumer reads it.
+
+    A line longer than ``max_line_bytes`` is an ``InvalidResponse``; with ``line_timeout``,
+    a line must also complete within that many seconds of its first byte (``Timeout``), so
+    a server that trickles a byte at a time cannot pass for a live stream.
     """
 
-    def __init__(self, reader: Any, path: str, *, lazy: bool = False) -> None:
+    def __init__(
+        self,
+        reader: Any,
+        path: str,
+        *,
+        lazy: bool = False,
+        max_line_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        line_timeout: float | None = None,
+    ) -> None:
         self._reader = reader
         self._path = path
         self._lazy = lazy
+        self._max_line = max_line_bytes
+        self._line_timeout = line_timeout
 
     async def __aiter__(self) -> AsyncIterator[RawEvent]:
         path = self._path
         async for kind, obj, key, line in self.items():
             yield RawEvent(kind, obj, key, line, path)
 
+    def _too_long(self, size: int) -> InvalidResponse:
+        return InvalidResponse(
+            f"watch event longer than {self._max_line} bytes ({size} bytes so far); the "
+            "limit is Client(max_event_bytes=...)", method="GET", path=self._path,
+        )
+
     async def items(self) -> AsyncIterator[StreamItem]:
         """The events as plain tuples (``StreamItem``): the watcher's hot loop, which wraps
         them in its own event objects, so none is built twice.
 
         One event per resume, built just before it is consumed: decoding a whole chunk
-        ahead keeps its dicts alive across collections and was measured slower (GC)."""
-        buf = b""
+        ahead keeps its dicts alive across collections and was measured slower (GC).
+        An unfinished line is kept as a list of pieces joined once when its newline comes
+        (linear time: ``buf + chunk`` per read made a 100 MB line cost ~25 CPU-seconds)."""
+        parts: list[bytes] = []  # the unfinished line, in pieces
+        pending = 0  # its length
+        deadline = 0.0  # when it must be complete (line_timeout)
         reader = self._reader
         path = self._path
         lazy = self._lazy
+        max_line = self._max_line
+        line_timeout = self._line_timeout
+        loop = asyncio.get_running_loop()
         while True:
-            chunk: bytes = await reader.readany()
+            if parts and line_timeout is not None:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        chunk: bytes = await reader.readany()
+                except TimeoutError:
+                    raise Timeout(
+                        f"a watch event did not complete within {line_timeout:g} s "
+                        f"({pending} bytes received)", reason="ClientTimeout",
+                        method="GET", path=path,
+                    ) from None
+            else:
+                chunk = await reader.readany()
             if not chunk:
-                if buf.strip():
+                if pending and b"".join(parts).strip():
                     raise InvalidResponse(
-                        f"watch stream ended inside an event ({len(buf)} bytes cut off)",
+                        f"watch stream ended inside an event ({pending} bytes cut off)",
                         method="GET", path=path,
                     )
                 return
-            if buf:
-                chunk = buf + chunk
             lines = chunk.split(b"\n")
-            buf = lines.pop()
+            if len(lines) == 1:  # no newline: more of an unfinished line
+                if not parts and line_timeout is not None:
+                    deadline = loop.time() + line_timeout
+                parts.append(chunk)
+                pending += len(chunk)
+                if pending > max_line:
+                    raise self._too_long(pending)
+                continue
+            if parts:
+                parts.append(lines[0])
+                lines[0] = b"".join(parts)
+                parts = []
+            tail = lines.pop()
+            if tail:
+                parts.append(tail)
+                if line_timeout is not None:
+                    deadline = loop.time() + line_timeout
+            pending = len(tail)
+            if len(lines[0]) > max_line:
+                raise self._too_long(len(lines[0]))
+            if len(chunk) > max_line or pending > max_line:
+                for line in lines:
+                    if len(line) > max_line:
+                        raise self._too_long(len(line))
+                if pending > max_line:
+                    raise self._too_long(pending)
             for line in lines:
                 if not line or line.isspace():
                     continue
                 item: StreamItem
                 try:
                     if lazy:
-                        head = _decode_head(line)
-                        if not line.isascii():
-                            line.decode("utf-8")  # the head decode skips this check
-                        item = (head.type, None, head.object.metadata or _NO_META, line)
+                        try:
+                            head = _decode_head(line)
+                        except RecursionError:
+                            item = _head_of_deep(line)
+                        else:
+                            if not line.isascii():
+                                line.decode("utf-8")  # the head decode skips this check
+                            item = (head.type, None, head.object.metadata or _NO_META, line)
                     else:
-                        decoded = _decode_any(line)
+                        decoded = _decode_line(line)
                         kind, obj = decoded["type"], decoded["object"]
                         if not isinstance(obj, dict) or not isinstance(kind, str):
                             raise TypeError("type must be a string and object a map")
@@ -357,15 +466,9 @@ class Api:
         if resource_version_match:
             params["resourceVersionMatch"] = resource_version_match
         accept = METADATA_LIST_ACCEPT if metadata_only else "application/json"
-        data = await self._json("GET", await self._path(), params=params, accept=accept)
-        meta = data.get("metadata") or {}
-        return ObjectList(
-            items=data.get("items") or [],
-            resource_version=str(meta.get("resourceVersion", "")),
-            continue_token=meta.get("continue") or None,
-            remaining_item_count=meta.get("remainingItemCount"),
-            raw_metadata=meta,
-        )
+        path = await self._path()
+        data = await self._json("GET", path, params=params, accept=accept)
+        return _object_list(data, path)
 
     async def list_all(
         self,
@@ -408,7 +511,9 @@ class Api:
     ) -> AsyncIterator[FastWatchStream]:
         """Open one watch; the stream raises typed errors, ends at the server's timeout.
 
-        ``lazy`` decodes each event's object only when it is first read (``RawEvent``)."""
+        ``lazy`` decodes each event's object only when it is first read (``RawEvent``).
+        ``read_timeout`` bounds silence, and also how long one event may take to arrive
+        whole; an event longer than the client's ``max_event_bytes`` is an InvalidResponse."""
         params = {"watch": "true", **_selectors(label_selector, field_selector)}
         if resource_version is not None:
             params["resourceVersion"] = resource_version
@@ -425,10 +530,12 @@ class Api:
         opened = False
         from watchkeeper.client.stream import open_stream  # imports this module
 
+        limit = getattr(self.client, "max_event_bytes", DEFAULT_MAX_EVENT_BYTES)
         try:
             async with open_stream(
                 self.client.transport, path, params=params, read_timeout=read_timeout,
                 accept=METADATA_ACCEPT if metadata_only else "application/json", lazy=lazy,
+                max_line=limit,
             ) as stream:
                 opened = True
                 yield stream
@@ -511,6 +618,45 @@ class Api:
         if dry_run:
             options["dryRun"] = ["All"]
         return await self._json("DELETE", await self._path(name, namespace), body=options)
+
+
+def _object_list(data: JSON, path: str) -> ObjectList:
+    """A list response, checked: a malformed one is an InvalidResponse, never a TypeError
+    or a null object deep inside the watcher or the cache."""
+
+    def bad(what: str) -> InvalidResponse:
+        return InvalidResponse(f"malformed list response: {what}", method="GET", path=path)
+
+    meta = data.get("metadata")
+    if meta is None:
+        meta = {}
+    elif not isinstance(meta, dict):
+        raise bad(f"metadata is a {type(meta).__name__}, not a map")
+    items = data.get("items")
+    if items is None:
+        items = []
+    elif not isinstance(items, list):
+        raise bad(f"items is a {type(items).__name__}, not a list")
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise bad(f"items[{i}] is {type(item).__name__ if item is not None else 'null'}, "
+                      "not an object")
+    rv, token, remaining = (
+        meta.get("resourceVersion"), meta.get("continue"), meta.get("remainingItemCount")
+    )
+    if rv is not None and not isinstance(rv, str):
+        raise bad(f"metadata.resourceVersion is a {type(rv).__name__}, not a string")
+    if token is not None and not isinstance(token, str):
+        raise bad(f"metadata.continue is a {type(token).__name__}, not a string")
+    if remaining is not None and (not isinstance(remaining, int) or isinstance(remaining, bool)):
+        raise bad(f"metadata.remainingItemCount is a {type(remaining).__name__}, not an integer")
+    return ObjectList(
+        items=items,
+        resource_version=rv or "",
+        continue_token=token or None,
+        remaining_item_count=remaining,
+        raw_metadata=meta,
+    )
 
 
 def _write_params(dry_run: bool, field_manager: str | None) -> dict[str, str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from watchkeeper.client.api import Api
+from watchkeeper.client.api import DEFAULT_MAX_EVENT_BYTES, Api
 from watchkeeper.client.config import ClientConfig
 from watchkeeper.client.discovery import Discovery
 from watchkeeper.client.resource import Resource, parse_spec
@@ -23,20 +23,38 @@ class Client:
         *,
         timeouts: Timeouts | None = None,
         on_warning: WarningHandler | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
     ) -> None:
-        """``on_warning`` receives the text of each warning the server sends (deprecated
+        """``timeouts``: connect, request and exec-plugin limits (``Timeouts``).
+        ``on_warning`` receives the text of each warning the server sends (deprecated
         API versions, unknown fields it dropped); by default each distinct text is logged
-        once at WARNING on the ``watchkeeper.client`` logger."""
+        once at WARNING on the ``watchkeeper.client`` logger.
+
+        ``max_event_bytes`` (16 MiB by default) is the longest watch event line accepted:
+        a longer one is an ``InvalidResponse`` (retried by a watcher), so a broken server
+        cannot make the client buffer without limit. Objects are far smaller (etcd stores
+        at most 1.5 MiB per request by default)."""
+        if max_event_bytes < 1:
+            raise ValueError(f"max_event_bytes must be >= 1, got {max_event_bytes}")
+        self.max_event_bytes = max_event_bytes
         self.config = config
         self.transport = Transport(config, timeouts, on_warning)
         self.discovery = Discovery(self.transport)
 
     @classmethod
-    async def from_env(cls, kubeconfig: str | None = None, context: str | None = None) -> Client:
+    async def from_env(
+        cls,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        *,
+        timeouts: Timeouts | None = None,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    ) -> Client:
         """kubectl's rules: explicit file, KUBECONFIG, ~/.kube/config, then in-cluster."""
         from watchkeeper.client.config import load_config
 
-        return cls(load_config(kubeconfig, context))
+        return cls(load_config(kubeconfig, context), timeouts=timeouts,
+                   max_event_bytes=max_event_bytes)
 
     @property
     def default_namespace(self) -> str:

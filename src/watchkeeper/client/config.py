@@ -16,6 +16,7 @@ import base64
 import binascii
 import logging
 import os
+import re
 import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -228,18 +229,49 @@ def _read_yaml(path: Path) -> Mapping[str, Any]:
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot read kubeconfig {path}: {describe_read_error(exc)}") from None
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=_Loader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
-        # str(exc) quotes the offending line, which may hold a secret: use only the position.
+        # str(exc) quotes the offending line, which may hold a secret: use only the position
+        # and the problem, with any value it quotes (a tag, an alias, a character) left out.
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "syntax error"
+        problem = _QUOTED.sub(_unquote, getattr(exc, "problem", None) or "syntax error")
         raise ConfigError(f"kubeconfig {path} is not valid YAML{at}: {problem}") from None
+    except RecursionError:
+        raise ConfigError(f"kubeconfig {path} is not valid YAML: nested too deeply") from None
     if doc is None:
         return {}
     if not isinstance(doc, dict):
         raise ConfigError(f"kubeconfig {path} must be a mapping (apiVersion, clusters, ...)")
     return doc
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader whose conversion failures (``!!int abc``, a timestamp that is no date,
+    ``!!binary`` that is not base64) are YAML errors at the node's position, instead of a
+    ValueError or TypeError quoting the value."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep)
+        except (ValueError, TypeError, AttributeError, OverflowError, binascii.Error):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a {node.tag.rpartition(':')[2] or 'value'} value cannot be read",
+                node.start_mark,
+            ) from None
+
+
+# A value quoted in a YAML problem ("tag '!Passw0rd'", "alias 'x'"); a token name such as
+# '<scalar>' and a lone punctuation or white-space character ('\t', ':') are harmless.
+_QUOTED = re.compile(r"'([^']*)'|\"([^\"]*)\"")
+
+
+def _unquote(m: re.Match[str]) -> str:
+    inner = m.group(1) if m.group(1) is not None else m.group(2)
+    harmless = (inner.startswith("<") and inner.endswith(">")) or (
+        len(inner) <= 2 and not any(c.isalnum() for c in inner)
+    )
+    return m.group(0) if harmless else "(value not shown)"
 
 
 def _named_list(doc: Mapping[str, Any], kind: str, path: Path) -> list[_Named]:
@@ -442,8 +474,13 @@ def _exec_cluster_info(cluster: _Named, cfg: ClientConfig) -> dict[str, Any]:
         info["insecure-skip-tls-verify"] = True
     if cfg.ca_data:
         info["certificate-authority-data"] = base64.b64encode(cfg.ca_data).decode()
-    for ext in cluster.body.get("extensions") or []:
-        if isinstance(ext, dict) and ext.get("name") == "client.authentication.k8s.io/exec":
+    extensions = cluster.body.get("extensions") or []
+    if not isinstance(extensions, list):
+        raise ConfigError(f"{cluster.where}: extensions must be a list")
+    for i, ext in enumerate(extensions):
+        if not isinstance(ext, dict) or not isinstance(ext.get("name"), str):
+            raise ConfigError(f"{cluster.where}: extensions[{i}] must be a mapping with a name")
+        if ext["name"] == "client.authentication.k8s.io/exec":
             info["config"] = ext.get("extension")
     return info
 

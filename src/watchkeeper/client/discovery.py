@@ -7,11 +7,11 @@ resource turned out missing, so a CRD installed later is found without a restart
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TypeVar
 
 import msgspec
 
-from watchkeeper.client.errors import NotFound
+from watchkeeper.client.errors import InvalidResponse, NotFound
 from watchkeeper.client.resource import Resource, Spec, UnknownResource, find_builtin, parse_spec
 from watchkeeper.client.transport import Transport
 
@@ -46,44 +46,82 @@ class Discovery:
             )
         return found
 
-    async def _get(self, path: str) -> dict[str, Any]:
+    async def _get(self, path: str, shape: type[_T]) -> _T:
+        """A discovery document, checked against the fields we use: an HTML page from a
+        proxy, or an entry without ``kind``, is an ``InvalidResponse`` naming the path."""
         resp = await self._transport.request("GET", path)
-        decoded: dict[str, Any] = msgspec.json.decode(resp.body)
-        return decoded
+        try:
+            return _decode(resp.body, shape)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise InvalidResponse(
+                f"malformed discovery document ({exc})", method="GET", path=path
+            ) from None
 
     async def _search(self, spec: Spec) -> Resource | None:
         for group, version in await self._candidate_versions(spec):
             path = f"/apis/{group}/{version}" if group else f"/api/{version}"
             try:
-                listing = await self._get(path)
+                listing = await self._get(path, _ResourceList)
             except NotFound:
                 continue
-            for entry in listing.get("resources", []):
-                if "/" in entry.get("name", ""):
+            for entry in listing.resources:
+                if "/" in entry.name:
                     continue  # subresources
-                names = {
-                    entry.get("name", ""),
-                    entry.get("singularName", ""),
-                    str(entry.get("kind", "")).lower(),
-                    *(entry.get("shortNames") or []),
-                }
+                names = {entry.name, entry.singularName, entry.kind.lower(), *entry.shortNames}
                 if spec.name.lower() in names or spec.name in names:
-                    return Resource(
-                        group, version, entry["kind"], entry["name"], bool(entry["namespaced"])
-                    )
+                    return Resource(group, version, entry.kind, entry.name, entry.namespaced)
         return None
 
     async def _candidate_versions(self, spec: Spec) -> list[tuple[str, str]]:
         if spec.group is not None and spec.version is not None:
             return [(spec.group, spec.version)]
-        groups = await self._get("/apis")
+        groups = await self._get("/apis", _GroupList)
         out: list[tuple[str, str]] = []
         if spec.group in (None, ""):
             out.append(("", "v1"))
-        for g in groups.get("groups", []):
-            if spec.group is not None and g.get("name") != spec.group:
+        for g in groups.groups:
+            if spec.group is not None and g.name != spec.group:
                 continue
-            preferred = (g.get("preferredVersion") or {}).get("version")
+            preferred = g.preferredVersion.version if g.preferredVersion else ""
             if preferred:
-                out.append((g["name"], preferred))
+                out.append((g.name, preferred))
         return out
+
+
+# The fields of the discovery documents (meta/v1 APIGroupList, APIResourceList) we read;
+# the rest is skipped. Required where client-go's discovery would fail without them.
+
+
+class _Version(msgspec.Struct):
+    version: str = ""
+
+
+class _Group(msgspec.Struct):
+    name: str
+    preferredVersion: _Version | None = None
+
+
+class _GroupList(msgspec.Struct):
+    groups: list[_Group] = msgspec.field(default_factory=list)
+
+
+class _ApiResource(msgspec.Struct):
+    name: str
+    kind: str
+    namespaced: bool
+    singularName: str = ""
+    shortNames: list[str] = msgspec.field(default_factory=list)
+
+
+class _ResourceList(msgspec.Struct):
+    resources: list[_ApiResource] = msgspec.field(default_factory=list)
+
+
+_T = TypeVar("_T", _GroupList, _ResourceList)
+
+
+def _decode(body: bytes, shape: type[_T]) -> _T:
+    try:
+        return msgspec.json.decode(body, type=shape)
+    except RecursionError:  # a discovery document is shallow: deeper is garbage
+        raise msgspec.DecodeError("JSON nested too deep for a discovery document") from None

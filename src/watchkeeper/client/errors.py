@@ -13,6 +13,8 @@ from typing import Any, ClassVar
 
 import msgspec
 
+from watchkeeper.client._json import decode as decode_json
+
 __all__ = [
     "AlreadyExists",
     "ApiError",
@@ -232,10 +234,17 @@ def _retry_after(headers: Any, status: dict[str, Any] | None) -> float | None:
         except ValueError:
             pass  # an HTTP date is legal but unused by kube-apiserver; fall through
     if status:
-        after = (status.get("details") or {}).get("retryAfterSeconds")
-        if isinstance(after, int | float):
+        details = status.get("details")
+        after = details.get("retryAfterSeconds") if isinstance(details, dict) else None
+        if isinstance(after, int | float) and not isinstance(after, bool):
             return float(after)
     return None
+
+
+def _text(value: Any) -> str:
+    """A Status string field; anything else (a map, a list: a broken server) counts as
+    absent rather than being turned into text of unbounded size or depth."""
+    return value if isinstance(value, str) else ""
 
 
 def error_from_status(
@@ -243,9 +252,9 @@ def error_from_status(
 ) -> ApiError:
     """An error from a decoded ``Status`` object (a response body or a watch ERROR event)."""
     code = status.get("code")
-    code = code if isinstance(code, int) else 500
-    reason = str(status.get("reason") or "")
-    message = str(status.get("message") or reason or f"HTTP {code}")
+    code = code if isinstance(code, int) and not isinstance(code, bool) else 500
+    reason = _text(status.get("reason"))
+    message = _text(status.get("message")) or reason or f"HTTP {code}"
     cls = _class_for(code, reason)
     return cls(
         message,
@@ -277,13 +286,14 @@ def error_from_response(
     """
     status: dict[str, Any] | None = None
     try:
-        decoded = msgspec.json.decode(body) if body else None
+        decoded = decode_json(body) if body else None
         if isinstance(decoded, dict) and decoded.get("kind") == "Status":
             status = decoded
-    except msgspec.DecodeError:
+    except msgspec.DecodeError:  # not JSON, or nested beyond what the apiserver allows
         status = None
     if status is not None:
-        status.setdefault("code", code)
+        if not isinstance(status.get("code"), int) or isinstance(status.get("code"), bool):
+            status["code"] = code  # absent or garbled: the HTTP status says it
         return error_from_status(status, method=method, path=path, headers=headers)
     text = body.decode("utf-8", "replace").strip()[:500]
     reason = _REASONS.get(code, "")

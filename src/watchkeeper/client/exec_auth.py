@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io
 _MODES = ("Never", "IfAvailable", "Always")
 _SKEW = 10.0  # seconds: refresh this much before expirationTimestamp
 _STDERR_LIMIT = 500
+DEFAULT_TIMEOUT = 60.0  # seconds; the client's Timeouts.exec_plugin overrides it
 _DOCS = "https://kubernetes.io/docs/reference/access-authn-authz/authentication/#client-go-credential-plugins"
 
 
@@ -61,7 +63,7 @@ class ExecAuth:
         provide_cluster_info: bool = False,
         cluster: Mapping[str, Any] | None = None,
         name: str = "exec plugin",
-        timeout: float = 60.0,
+        timeout: float | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if api_version not in API_VERSIONS:
@@ -73,7 +75,10 @@ class ExecAuth:
         self._install_hint = install_hint
         self._cluster = dict(cluster or {}) if provide_cluster_info else None
         self._name = name
-        self._timeout = timeout
+        if timeout is not None and not timeout > 0:
+            raise ValueError("the exec plugin timeout must be > 0 seconds")
+        self._explicit_timeout = timeout is not None
+        self._timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
         self._clock = clock
         self._cached: _Credential | None = None
         self._last: _Credential | None = None  # kept after refresh(), to redact stderr
@@ -95,7 +100,10 @@ class ExecAuth:
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
             raise ConfigError(f"{where}: exec.args must be a list of strings")
         env: dict[str, str] = {}
-        for i, item in enumerate(spec.get("env") or []):
+        env_list = spec.get("env") or []
+        if not isinstance(env_list, list):
+            raise ConfigError(f"{where}: exec.env must be a list of name/value mappings")
+        for i, item in enumerate(env_list):
             name = item.get("name") if isinstance(item, dict) else None
             value = item.get("value", "") if isinstance(item, dict) else None
             if not isinstance(name, str) or not name or not isinstance(value, str):
@@ -111,6 +119,11 @@ class ExecAuth:
                 f"{where}: exec.interactiveMode is Always, but plugins run here without a terminal"
             )
         hint = spec.get("installHint")
+        if hint is not None and not isinstance(hint, str):
+            raise ConfigError(f"{where}: exec.installHint must be a string")
+        provide = spec.get("provideClusterInfo", False)
+        if not isinstance(provide, bool):
+            raise ConfigError(f"{where}: exec.provideClusterInfo must be true or false")
         if os.sep in command:  # like kubectl: only path-like commands are file-relative
             command = str(base_dir / command)
         return cls(
@@ -118,8 +131,8 @@ class ExecAuth:
             args,
             env,
             api_version=api_version,
-            install_hint=hint if isinstance(hint, str) else None,
-            provide_cluster_info=spec.get("provideClusterInfo") is True,
+            install_hint=hint,
+            provide_cluster_info=provide,
             cluster=cluster,
             name=where,
         )
@@ -135,6 +148,16 @@ class ExecAuth:
 
     async def refresh(self) -> None:
         self._cached = None
+
+    @property
+    def timeout(self) -> float:
+        """Seconds one run of the plugin may take before it is killed (ExecPluginError)."""
+        return self._timeout
+
+    def default_timeout(self, seconds: float) -> None:
+        """The client's ``Timeouts.exec_plugin``; a ``timeout`` given to the constructor wins."""
+        if not self._explicit_timeout:
+            self._timeout = seconds
 
     def __repr__(self) -> str:
         return f"ExecAuth(command={self._command!r}, api_version={self._api_version!r})"
@@ -205,14 +228,15 @@ class ExecAuth:
         text = err.decode(errors="replace").strip()
         if not text:
             return ""
-        secrets = [self._last.token] if self._last and self._last.token else []
+        secrets: list[str] = []
+        if self._last is not None:
+            secrets += [self._last.token or "", (self._last.key or b"").decode(errors="replace")]
         try:
-            status = json.loads(out).get("status") or {}
+            status = _load_json(out).get("status") or {}
             secrets += [str(status.get(k)) for k in ("token", "clientKeyData") if status.get(k)]
         except (ValueError, AttributeError):
             pass
-        for secret in secrets:
-            text = text.replace(secret, "<redacted>")
+        text = redact(text, secrets)
         if len(text) > _STDERR_LIMIT:
             text = "..." + text[-_STDERR_LIMIT:]
         return f"; stderr: {text}"
@@ -220,7 +244,7 @@ class ExecAuth:
     def _parse(self, out: bytes, what: str) -> _Credential:
         """Check the ExecCredential; messages never quote it (it holds the secret)."""
         try:
-            doc = json.loads(out)
+            doc = _load_json(out)
         except ValueError:
             raise ExecPluginError(f"{what}: stdout is not JSON (an ExecCredential)") from None
         if not isinstance(doc, dict) or doc.get("kind") != "ExecCredential":
@@ -252,3 +276,47 @@ class ExecAuth:
             expires = when.timestamp()
         log.debug("%s returned a credential (expires %s)", what, stamp or "never")
         return _Credential(token, cert and cert.encode(), key and key.encode(), expires)
+
+
+def _load_json(data: bytes) -> Any:
+    """``json.loads``, with nesting too deep to decode reported as the ValueError it is
+    (an ExecCredential is four levels deep; a RecursionError must not escape)."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
+_REDACTED = "<redacted>"
+
+# A PEM private key in any encoding a plugin may print it in: real newlines, JSON's "\n"
+# escapes (once or twice escaped), or cut off before its END line (then up to the end).
+_PRIVATE_KEY = re.compile(
+    r"-----BEGIN[ A-Z0-9]*PRIVATE KEY-----.*?(?:-----END[ A-Z0-9]*PRIVATE KEY-----|\Z)", re.S
+)
+# "token": "...", token=..., clientKeyData: ... (JSON, escaped JSON, YAML, logfmt, query).
+_SECRET_FIELD = re.compile(
+    r"""((?:client[-_]?key[-_]?data|(?:access|id|refresh|bearer|auth)?[-_]?token|password|"""
+    r"""secret|client[-_]?secret|private[-_]?key)\\*["']?\s*[:=]\s*\\*["']?)"""
+    r"""(?:\\.|[^\s"'\\,;&}\]])+""",
+    re.I,
+)
+_BEARER = re.compile(r"(\b(?:Bearer|Basic)\s+)[A-Za-z0-9._~+/=-]+", re.I)
+
+
+def redact(text: str, secrets: Sequence[str] = ()) -> str:
+    """``text`` without credentials: the given ``secrets`` in every form a program may print
+    them (as is, JSON-escaped, line by line for a PEM), any PEM private key, the values of
+    fields named like credentials, and bearer/basic header values."""
+    forms: set[str] = set()
+    for secret in secrets:
+        if not secret:
+            continue
+        escaped = json.dumps(secret)[1:-1]
+        forms |= {secret, secret.strip(), escaped, json.dumps(escaped)[1:-1]}
+        forms |= {ln.strip() for ln in secret.splitlines() if len(ln.strip()) >= 16}
+    for form in sorted((f for f in forms if len(f) >= 6), key=len, reverse=True):
+        text = text.replace(form, _REDACTED)
+    text = _PRIVATE_KEY.sub(_REDACTED, text)
+    text = _SECRET_FIELD.sub(lambda m: m.group(1) + _REDACTED, text)
+    return _BEARER.sub(lambda m: m.group(1) + _REDACTED, text)

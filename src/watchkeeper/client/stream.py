@@ -198,7 +198,10 @@ class FastWatchStream:
         self.lazy = lazy
         self.decoder = PieceDecoder(path, lazy=lazy)
         self._max_line = max_line
-        self._piece = piece or (_pieces.PIECE_BYTES if lazy else _pieces.EAGER_PIECE_BYTES)
+        # A piece never spans more than ``max_line`` bytes unless it is one line: so a
+        # complete line over the cap is a piece longer than the cap (one check per piece).
+        size = piece or (_pieces.PIECE_BYTES if lazy else _pieces.EAGER_PIECE_BYTES)
+        self._piece = min(size, max_line)
         self.headers = conn.head.headers
 
     @property
@@ -228,20 +231,25 @@ class FastWatchStream:
                             **conn.where)
                     return
                 if pending > self._max_line:
-                    raise InvalidResponse(
-                        f"a watch event is longer than the {self._max_line:,}-byte line cap "
-                        f"({pending:,} bytes without a newline) after resourceVersion "
-                        f"{self.resource_version or '(none)'}", **conn.where)
+                    raise self._too_long(pending)
                 if pending:
                     conn.line_started()
                 await proto.wait()
                 continue
             conn.line_done()
+            if len(data) > self._max_line:
+                raise self._too_long(len(data))
             events, error = decode(data)
             if events:
                 yield events
             if error is not None:
                 raise error
+
+    def _too_long(self, size: int) -> InvalidResponse:
+        return InvalidResponse(
+            f"a watch event is longer than {self._max_line} bytes (the client's "
+            f"max_event_bytes; {size:,} bytes arrived) after resourceVersion "
+            f"{self.resource_version or '(none)'}", **self._conn.where)
 
     def _error(self, exc: BaseException) -> ApiError:
         if isinstance(exc, ApiError):
@@ -332,7 +340,7 @@ async def open_stream(
     silence; ``line_timeout`` (default: ``read_timeout``) bounds how long one event may take
     to arrive once begun; ``max_line`` caps its size. ``piece`` (bytes decoded per call) and
     ``buffer_size`` (the preallocated receive buffer) are for tests and tuning."""
-    from watchkeeper.client.transport import USER_AGENT
+    from watchkeeper.client.transport import USER_AGENT, _scrubbed
 
     where: dict[str, Any] = {"method": "GET", "path": path}
     target = _Target(transport._base)
@@ -365,7 +373,8 @@ async def open_stream(
                 except TimeoutError:
                     raise Timeout("no response from the server in time",
                                   reason="ClientTimeout", **where) from None
-                raise error_from_response(head.status, body, headers=hdrs, **where)
+                raise _scrubbed(error_from_response(head.status, body, headers=hdrs, **where),
+                                transport._secrets(headers))
             coding = hdrs.get("Content-Encoding", "identity").lower()
             if coding not in ("", "identity"):
                 raise InvalidResponse(

@@ -7,14 +7,16 @@ so the layers above never see an aiohttp or ssl exception.
 from __future__ import annotations
 
 import asyncio
+import base64
 import socket
 import ssl
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import msgspec
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from watchkeeper._version import __version__
@@ -28,6 +30,7 @@ from watchkeeper.client.errors import (
     Unauthorized,
     error_from_response,
 )
+from watchkeeper.client.exec_auth import ExecAuth
 from watchkeeper.client.server_warnings import LogOnce, WarningHandler, parse_warnings
 
 USER_AGENT = f"watchkeeper/{__version__}"
@@ -53,8 +56,22 @@ def _keepalive_socket(addr_info: Any) -> socket.socket:
 
 @dataclass(frozen=True)
 class Timeouts:
+    """Client time limits, in seconds.
+
+    ``exec_plugin`` bounds one run of a kubeconfig exec credential plugin (client-go has no
+    limit; a hung plugin would hold every request and every watcher's retry behind it, so
+    it fails with ``ExecPluginError``, surfaced as ``Unauthorized``, and is retried). An
+    ``ExecAuth(timeout=...)`` given explicitly keeps its own limit.
+    """
+
     connect: float = 10.0
     request: float = 60.0  # whole non-streaming request
+    exec_plugin: float = 60.0
+
+    def __post_init__(self) -> None:
+        for name in ("connect", "request", "exec_plugin"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"Timeouts.{name} must be > 0 seconds")
 
 
 @dataclass
@@ -75,10 +92,13 @@ class Transport:
     ) -> None:
         self.config = config
         self.timeouts = timeouts or Timeouts()
+        if isinstance(config.auth, ExecAuth):
+            config.auth.default_timeout(self.timeouts.exec_plugin)
         self.on_warning: WarningHandler = on_warning or LogOnce()
         self._session: aiohttp.ClientSession | None = None
         self._ssl: ssl.SSLContext | None = config.ssl_context()
         self._base = config.server.rstrip("/")
+        self._key: bytes | None = None  # a client key from an exec plugin, to redact
 
     async def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -88,6 +108,7 @@ class Transport:
                 if pair is not None:
                     from dataclasses import replace
 
+                    self._key = pair[1]
                     self._ssl = replace(
                         self.config, client_cert_data=pair[0], client_key_data=pair[1]
                     ).ssl_context()
@@ -108,6 +129,14 @@ class Transport:
             if hasattr(self._session, "_retry_connection"):
                 self._session._retry_connection = False
         return self._session
+
+    def _secrets(self, headers: Mapping[str, str]) -> list[str]:
+        return request_secrets(headers, self._key or self.config.client_key_data)
+
+    def _failure(
+        self, exc: BaseException, method: str, path: str, headers: Mapping[str, str]
+    ) -> BaseException:
+        return _failure(exc, method, path, self._secrets(headers))
 
     async def close(self) -> None:
         if self._session is not None:
@@ -166,6 +195,7 @@ class Transport:
             timeout = aiohttp.ClientTimeout(
                 total=self.timeouts.request, sock_connect=self.timeouts.connect
             )
+            failure: BaseException | None = None
             try:
                 async with (await self._get_session()).request(
                     method,
@@ -180,15 +210,19 @@ class Transport:
                     data = await resp.read()
                     status, resp_headers = resp.status, resp.headers
             except BaseException as exc:
-                raise _translate(exc, method, path) from _cause(exc)
+                failure = self._failure(exc, method, path, headers)
+                if failure is exc:
+                    raise
+            if failure is not None:
+                raise failure  # outside the handler: nothing of aiohttp's in its chain
             self._warn(resp_headers)
             if status == 401 and attempt == 1:
                 await self._refresh_credentials()
                 continue
             if status >= 400:
-                raise error_from_response(
+                raise _scrubbed(error_from_response(
                     status, data, method=method, path=path, headers=resp_headers
-                )
+                ), self._secrets(headers))
             return Response(status, resp_headers, data)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -211,6 +245,7 @@ class Transport:
             timeout = aiohttp.ClientTimeout(
                 total=None, sock_connect=self.timeouts.connect, sock_read=read_timeout
             )
+            failure: BaseException | None = None
             try:
                 resp = await (await self._get_session()).request(
                     method,
@@ -222,7 +257,11 @@ class Transport:
                     **self._kwargs(),
                 )
             except BaseException as exc:
-                raise _translate(exc, method, path) from _cause(exc)
+                failure = self._failure(exc, method, path, headers)
+                if failure is exc:
+                    raise
+            if failure is not None:
+                raise failure  # outside the handler: nothing of aiohttp's in its chain
             try:
                 self._warn(resp.headers)
                 if resp.status == 401 and attempt == 1:
@@ -232,11 +271,15 @@ class Transport:
                     try:
                         data = await resp.read()
                     except BaseException as exc:
-                        raise _translate(exc, method, path) from _cause(exc)
-                    raise error_from_response(
+                        failure = self._failure(exc, method, path, headers)
+                        if failure is exc:
+                            raise
+                    if failure is not None:
+                        raise failure
+                    raise _scrubbed(error_from_response(
                         resp.status, data, method=method, path=path, headers=resp.headers
-                    )
-                yield _GuardedReader(resp.content, method, path)
+                    ), self._secrets(headers))
+                yield _GuardedReader(resp.content, method, path, self._secrets(headers))
                 return
             finally:
                 # A fully read body can go back to the pool; an abandoned one must not.
@@ -250,16 +293,23 @@ class Transport:
 class _GuardedReader:
     """Wraps the body reader so transport failures mid-stream become typed errors."""
 
-    def __init__(self, content: aiohttp.StreamReader, method: str, path: str) -> None:
+    def __init__(
+        self, content: aiohttp.StreamReader, method: str, path: str, secrets: list[str]
+    ) -> None:
         self._content = content
         self._method = method
         self._path = path
+        self._secrets = secrets
 
     async def readany(self) -> bytes:
+        failure: BaseException | None = None
         try:
             return await self._content.readany()
         except BaseException as exc:
-            raise _translate(exc, self._method, self._path) from _cause(exc)
+            failure = _failure(exc, self._method, self._path, self._secrets)
+            if failure is exc:
+                raise
+        raise failure  # outside the handler: nothing of aiohttp's in its chain
 
     def at_eof(self) -> bool:
         return self._content.at_eof()
@@ -270,8 +320,81 @@ def _encoding(config: ClientConfig) -> dict[str, str]:
     return {"Accept-Encoding": "identity"} if config.disable_compression else {}
 
 
-def _cause(exc: BaseException) -> BaseException | None:
-    return None if isinstance(exc, ApiError) else exc
+class TransportFailure(Exception):
+    """What the HTTP library reported, as text with the credentials blanked out: kept as
+    the ``__cause__`` of a typed error instead of the library's exception, whose repr holds
+    the request headers (the Authorization header among them)."""
+
+
+_REDACTED = "<redacted>"
+
+
+def _scrub(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        if secret in text:
+            text = text.replace(secret, _REDACTED)
+    return text
+
+
+def _failure(
+    exc: BaseException, method: str, path: str, secrets: list[str]
+) -> BaseException:
+    """The typed error for ``exc``, with a scrubbed text of it as its only cause; ``exc``
+    itself when it is already ours or must pass (cancellation)."""
+    error = _translate(exc, method, path)
+    if error is exc:
+        return _scrubbed(error, secrets) if isinstance(error, ApiError) else error
+    assert isinstance(error, ApiError)
+    error = _scrubbed(error, secrets)
+    error.__cause__ = TransportFailure(_scrub(f"{type(exc).__name__}: {exc}", secrets))
+    error.__context__ = None
+    return error
+
+
+def _scrubbed(error: ApiError, secrets: list[str]) -> ApiError:
+    """``error`` without any of ``secrets`` in its message or Status: a proxy or a broken
+    server may echo a request header back in its answer."""
+    if not secrets:
+        return error
+    message = _scrub(error.message, secrets)
+    if message != error.message:
+        error.message = message
+        error.args = (message,)
+    if error.status is not None:
+        escaped = [e for s in secrets for e in (s, msgspec.json.encode(s).decode()[1:-1])]
+        try:
+            text = msgspec.json.encode(error.status).decode()
+        except (RecursionError, TypeError, ValueError):
+            error.status, error.details = None, {}
+            return error
+        if any(e in text for e in escaped):
+            try:
+                error.status = msgspec.json.decode(_scrub(text, escaped))
+            except (msgspec.DecodeError, RecursionError):
+                error.status = None
+            details = error.status.get("details") if isinstance(error.status, dict) else None
+            error.details = details if isinstance(details, dict) else {}
+    return error
+
+
+def request_secrets(headers: Mapping[str, str], key: bytes | None = None) -> list[str]:
+    """Every form of the credentials of one request a message could show: the
+    Authorization value, its credential part, a basic-auth password, a client key's lines."""
+    out: list[str] = []
+    auth = headers.get("Authorization")
+    if auth:
+        scheme, _, credential = auth.partition(" ")
+        out += [auth, credential]
+        if scheme.lower() == "basic":
+            with suppress(ValueError):  # binascii.Error and UnicodeDecodeError are ValueErrors
+                out.append(base64.b64decode(credential).decode().partition(":")[2])
+    if key:
+        text = key.decode("utf-8", "replace")
+        body = [ln.strip() for ln in text.splitlines() if ln.strip() and "-----" not in ln]
+        out += [text.strip(), "".join(body), *body]
+    # Longest first, so a fragment never breaks a longer match; very short values (a
+    # one-letter password) would blank out ordinary words and are not searched for.
+    return sorted({s for s in out if len(s) >= 6}, key=len, reverse=True)
 
 
 def _translate(exc: BaseException, method: str, path: str) -> BaseException:
