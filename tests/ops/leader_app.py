@@ -18,12 +18,15 @@ def setup(client: wk.Client) -> wk.Operator:
     identity = os.environ["POD_NAME"]
 
     async def reconcile(obj: dict[str, Any], ctx: Any) -> wk.Action:
-        start = time.time()
-        await asyncio.sleep(0.05)
-        line = json.dumps({"id": identity, "start": start, "end": time.time(),
-                           "name": wk.meta.name(obj)})
-        with open(log_path, "a") as fh:  # noqa: ASYNC230 (a tiny append; O_APPEND, never torn)
-            fh.write(line + "\n")
+        start, finished = time.time(), False
+        try:
+            await asyncio.sleep(0.05)
+            finished = True
+        finally:  # a reconcile cancelled on losing the lease is recorded too, until its end
+            line = json.dumps({"id": identity, "start": start, "end": time.time(),
+                               "name": wk.meta.name(obj), "finished": finished})
+            with open(log_path, "a") as fh:  # noqa: ASYNC230 (tiny O_APPEND write, never torn)
+                fh.write(line + "\n")
         return wk.Action.requeue(0.2)
 
     api = client.api("configmaps", namespace="lead")

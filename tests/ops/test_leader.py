@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import os
 import signal
@@ -28,7 +27,10 @@ class Replicas:
         self.log = tmp / "reconciles.jsonl"
         self.procs: dict[str, asyncio.subprocess.Process] = {}
 
-    async def start(self, name: str) -> None:
+    async def start(
+        self, name: str, timings: tuple[float, float, float] = (LEASE, RENEW, RETRY)
+    ) -> None:
+        lease, renew, retry = timings
         self.srv.add_user(name)
         self.srv.rbac.grant(name, verbs=["*"], resources=["*"], groups=["*"])
         kubeconfig = self.srv.kubeconfig(self.tmp / f"{name}.kubeconfig", user=name)
@@ -37,8 +39,8 @@ class Replicas:
             sys.executable, "-m", "watchkeeper.cli", "run", f"{APP}:setup",
             "--kubeconfig", kubeconfig, "--probe-port", "-1", "--leader-election",
             "--lease-name", "leader-test", "--lease-namespace", "lead",
-            "--lease-duration", str(LEASE), "--renew-deadline", str(RENEW),
-            "--retry-period", str(RETRY),
+            "--lease-duration", str(lease), "--renew-deadline", str(renew),
+            "--retry-period", str(retry),
             env=env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
         )
 
@@ -77,12 +79,31 @@ async def replicas(tmp_path: Path) -> AsyncIterator[Replicas]:
             await reps.stop()
 
 
+def assert_no_object_reconciled_twice_at_once(entries: list[dict[str, Any]]) -> None:
+    """For each object: no two replicas ever reconciled it at the same moment."""
+    by_name: dict[str, list[tuple[float, float, str]]] = {}
+    for e in entries:
+        by_name.setdefault(e["name"], []).append((e["start"], e["end"], e["id"]))
+    for name, spans in by_name.items():
+        spans.sort()
+        latest_end: dict[str, float] = {}
+        for start, end, rid in spans:
+            for other, other_end in latest_end.items():
+                assert other == rid or start >= other_end, (
+                    f"{name} reconciled by {other} until {other_end} and by {rid} from {start}"
+                )
+            latest_end[rid] = max(end, latest_end.get(rid, end))
+
+
 def assert_no_overlap(entries: list[dict[str, Any]]) -> None:
     """No two replicas ever had a reconcile running at the same moment."""
-    spans = sorted((e["start"], e["end"], e["id"]) for e in entries)
-    for (_s1, e1, id1), (s2, _e2, id2) in itertools.pairwise(spans):
-        if id1 != id2:
-            assert s2 >= e1, f"{id1} and {id2} reconciled at the same time ({s2} < {e1})"
+    latest_end: dict[str, float] = {}  # replica -> end of its latest reconcile so far
+    for start, end, rid in sorted((e["start"], e["end"], e["id"]) for e in entries):
+        for other, other_end in latest_end.items():
+            assert other == rid or start >= other_end, (
+                f"{other} and {rid} reconciled at the same time ({start} < {other_end})"
+            )
+        latest_end[rid] = max(end, latest_end.get(rid, end))
 
 
 async def test_one_leader_at_a_time_and_failover_after_kill_9(replicas: Replicas) -> None:
@@ -133,3 +154,60 @@ async def test_a_partitioned_leader_stops_before_another_can_take_over(
     proc = replicas.procs[leader]
     await asyncio.wait_for(proc.wait(), 20)
     assert proc.returncode == 1
+
+
+async def test_blip_outage_and_a_replica_started_during_it_then_exactly_one_leads(
+    replicas: Replicas, tmp_path: Path
+) -> None:
+    """Issue 10's acceptance test: a 503 blip, an API outage longer than the lease, and a
+    replica started while the API is down; afterwards exactly one replica leads within two
+    lease durations, and no object was ever reconciled by two replicas at once."""
+    lease, renew, retry = timings = (3.0, 2.0, 0.5)
+    srv = replicas.srv
+    for name in ("replica-a", "replica-b"):
+        await replicas.start(name, timings)
+    await replicas.wait_for(lambda: len(replicas.entries()) >= 20, timeout=30)
+    (leader,) = {e["id"] for e in replicas.entries()}
+
+    # 1. A 503 blip on every request, well inside the renew deadline: the leader keeps on.
+    blip = time.time()
+    srv.faults.error(503, message="etcdserver: leader changed", duration=0.5)
+    await asyncio.sleep(0.5 + 2 * retry)
+    count = len(replicas.entries())
+    await replicas.wait_for(lambda: len(replicas.entries()) >= count + 10, timeout=10)
+    assert {e["id"] for e in replicas.entries() if e["start"] > blip} == {leader}
+
+    # 2. An outage of two lease durations; a third replica starts while the API is down.
+    cut = time.time()
+    srv.faults.refuse()
+    await asyncio.sleep(0.5)
+    await replicas.start("replica-c", timings)
+    await asyncio.sleep(2 * lease - 0.5)
+    back = time.time()
+    srv.faults.clear()
+    entries = replicas.entries()
+    old_last_end = max(e["end"] for e in entries if e["id"] == leader)
+    assert old_last_end <= cut + renew + 0.5, old_last_end - cut  # stepped down in time
+    assert not [e for e in entries if e["start"] > old_last_end]  # nobody led meanwhile
+
+    # 3. Exactly one replica leads again within two lease durations, and stays the only one.
+    await replicas.wait_for(
+        lambda: any(e["start"] > back for e in replicas.entries()), timeout=2 * lease + 10
+    )
+    first = min(e["start"] for e in replicas.entries() if e["start"] > back)
+    assert first - back <= 2 * lease, first - back
+    await asyncio.sleep(3)
+    entries = replicas.entries()
+    (new_leader,) = {e["id"] for e in entries if e["start"] > back}
+    holder = srv.get_object("coordination.k8s.io/v1", "Lease", "leader-test", "lead")
+    assert holder["spec"]["holderIdentity"].startswith(new_leader)
+    assert_no_object_reconciled_twice_at_once(entries)
+    assert_no_overlap(entries)
+    # The old leader lost its lease during the outage and exited non-zero (visibly); the
+    # others rode the outage out.
+    proc = replicas.procs[leader]
+    await asyncio.wait_for(proc.wait(), 10)
+    assert proc.returncode == 1
+    for name, p in replicas.procs.items():
+        if name != leader:
+            assert p.returncode is None, (name, p.returncode)
