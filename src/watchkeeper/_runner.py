@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import inspect
 import logging
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,11 @@ def load_target(target: str) -> Any:
         sys.modules[path.stem] = module
         spec.loader.exec_module(module)
     else:
+        # ``python -m`` and ``python -c`` import from the current directory; the installed
+        # ``watchkeeper`` script has its own directory first instead, so put the cwd first.
+        cwd = os.getcwd()
+        if not sys.path or sys.path[0] != cwd:
+            sys.path.insert(0, cwd)
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:
@@ -84,7 +90,16 @@ async def run(options: RunOptions) -> int:
         probes = None
         if options.probe_port is not None:
             probes = HealthServer(options.probe_host, options.probe_port)
-            await probes.start()  # a busy port fails here, before anything runs
+            try:
+                await probes.start()
+            except OSError as exc:
+                await probes.stop()
+                where = f"{options.probe_host}:{options.probe_port}"
+                why = os.strerror(exc.errno) if exc.errno else str(exc)
+                raise RunError(
+                    f"cannot serve probes and metrics on {where}: {why}; choose another port "
+                    "with --probe-port or WK_PROBE_PORT (0 picks a free one, -1 disables them)"
+                ) from None
             log.info("probes and metrics on %s", probes.url)
         elector = None
         if options.leader_election:
@@ -102,6 +117,10 @@ async def run(options: RunOptions) -> int:
             await run_operator(operator, probes, elector,
                                probe_check_interval=options.probe_check_interval)
         except wk.WatchkeeperError as exc:
+            from watchkeeper.cli import caller_error
+
+            if caller_error(exc) is not None:
+                raise  # a request only the caller can fix: the CLI exits with its own code
             log.error("%s", exc)
             return 1
         finally:
@@ -144,6 +163,6 @@ async def run_operator(
 def run_sync(options: RunOptions) -> int:
     try:
         return asyncio.run(run(options))
-    except RunError as exc:
+    except (RunError, wk.ConfigError) as exc:  # a kubeconfig or context that does not work
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,19 +1,72 @@
-"""The ``watchkeeper`` command: watch a resource, run the simulator, run the demo."""
+"""The ``watchkeeper`` command: watch a resource, run the simulator, run the demo.
+
+A mistake a user can fix (a missing kubeconfig, a busy port, a selector the server rejects)
+ends the command with one ``error: ...`` line on stderr and an exit code from the table
+below, never a traceback; docs/errors.md lists the same table.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
 import sys
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, NoReturn
 
 import click
 import yaml
 
 import watchkeeper as wk
 from watchkeeper import meta
+
+EXIT_FAILED = 1
+"""It ran and then stopped working: a watch or controller past max-unhealthy, leadership
+lost, ``status`` of a controller that is not ready."""
+EXIT_SETUP = 2
+"""It could not start: bad flags, an unusable kubeconfig or context, a busy port, an
+unwritable file, a target that does not load, a status URL that does not answer."""
+EXIT_REJECTED = 3
+"""The API server rejected the request as the caller's mistake (400 BadRequest, 422
+Invalid: a malformed label selector): retrying cannot help, the command line must change."""
+EXIT_INTERRUPTED = 130
+
+
+def fail(message: str, code: int) -> NoReturn:
+    """One ``error:`` line on stderr and exit ``code``: what a person can act on, no traceback."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, its causes and contexts, and the members of exception groups, each once."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        e = todo.pop(0)
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        if isinstance(e, BaseExceptionGroup):
+            todo.extend(e.exceptions)
+        todo.extend(x for x in (e.__cause__, e.__context__) if x is not None)
+
+
+def caller_error(exc: BaseException) -> wk.ApiError | None:
+    """The API error in ``exc``'s chain that only the caller can fix (a class whose
+    ``retriable`` is False, such as BadRequest and Invalid), or None."""
+    for e in _chain(exc):
+        if isinstance(e, wk.ApiError) and not getattr(type(e), "retriable", True):
+            return e
+    return None
+
+
+def rejected(err: wk.ApiError) -> NoReturn:
+    """Exit at once on an error no retry or administrator can fix."""
+    fail(f"the API server rejected the request; fix it and run again: {err}", EXIT_REJECTED)
 
 
 @click.group()
@@ -22,16 +75,49 @@ def main() -> None:
     """Kubernetes watches and controllers that are kind to the API server."""
 
 
-def _format(event: wk.Event, output: str) -> str | None:
-    if isinstance(event, wk.InitApply | wk.Apply | wk.Delete):
+class EventPrinter:
+    """One stdout line (or YAML document) per object event.
+
+    ``-o name`` prints ``EXISTING``/``APPLIED``/``DELETED`` and the object's reference.
+    ``-o json|yaml`` print watch events, ``{"type": "ADDED"|"MODIFIED"|"DELETED", "object":
+    {...}}``, as ``kubectl get -w -o json --output-watch-events`` does (objects that exist
+    at start are ADDED), so a delete is never mistaken for an update; with
+    ``events=False`` they print the bare object, as kubectl does without that flag.
+    """
+
+    def __init__(self, output: str, events: bool = True) -> None:
+        self.output, self.events = output, events
+        self._known: set[tuple[str | None, str]] = set()
+
+    def event_type(self, event: wk.InitApply | wk.Apply | wk.Delete) -> str:
+        """ADDED the first time a key is seen, MODIFIED after, DELETED on a delete (the
+        watcher's ``Apply`` does not say which, and kubectl prints the server's type)."""
+        key = meta.key(event.obj)
+        if isinstance(event, wk.Delete):
+            self._known.discard(key)
+            return "DELETED"
+        if key in self._known:
+            return "MODIFIED"
+        self._known.add(key)
+        return "ADDED"
+
+    def format(
+        self, event: wk.InitApply | wk.Apply | wk.Delete, type_meta: tuple[str, str] | None = None
+    ) -> str:
+        """``type_meta`` (apiVersion, kind) fills in what a LIST's items lack on the wire,
+        as kubectl does from the list's kind; an object's own values are kept."""
+        kind = self.event_type(event)
         obj = event.obj
-        if output == "json":
-            return json.dumps(obj, separators=(",", ":"))
-        if output == "yaml":
-            return "---\n" + yaml.safe_dump(obj, sort_keys=False).rstrip()
-        verb = {wk.InitApply: "EXISTING", wk.Apply: "APPLIED", wk.Delete: "DELETED"}[type(event)]
-        return f"{verb:<9} {meta.ref(obj):<40} rv={meta.resource_version(obj)}"
-    return None
+        if self.output == "name":
+            verb = {wk.InitApply: "EXISTING", wk.Apply: "APPLIED", wk.Delete: "DELETED"}[
+                type(event)]
+            return f"{verb:<9} {meta.ref(obj):<40} rv={meta.resource_version(obj)}"
+        if type_meta is not None:
+            obj = {"apiVersion": type_meta[0], "kind": type_meta[1], **obj}
+        doc: Any = {"type": kind, "object": obj} if self.events else obj
+        if self.output == "json":
+            return json.dumps(doc, separators=(",", ":"))
+        return "---\n" + yaml.safe_dump(doc, sort_keys=False).rstrip()
 
 
 class StatusLine:
@@ -69,22 +155,25 @@ async def _watch(
     context: str | None,
     output: str,
     max_unhealthy: float | None,
+    watch_events: bool = True,
 ) -> int:
     async with await wk.Client.from_env(kubeconfig, context) as client:
         ns: str | None = None if all_namespaces else (namespace or client.default_namespace)
         api = client.api(resource, namespace=ns)
         w = wk.watcher(api, wk.WatchConfig(label_selector=selector, max_unhealthy=max_unhealthy))
         status = StatusLine(w.health)
+        printer = EventPrinter(output, watch_events)
+        type_meta: tuple[str, str] | None = None
         loop = asyncio.get_running_loop()
-        try:
-            async for event in w:
-                line = _format(event, output)
-                if line is not None:
-                    click.echo(line)
-                status.on_event(event, loop.time())
-        except wk.WatcherUnhealthy as exc:
-            click.echo(f"error: {exc}", err=True)
-            return 2
+        async for event in w:
+            if isinstance(event, wk.InitApply | wk.Apply | wk.Delete):
+                obj = event.obj
+                fill = output != "name" and ("kind" not in obj or "apiVersion" not in obj)
+                if fill and type_meta is None:
+                    res = await api.resource()  # resolved already: the watcher listed it
+                    type_meta = (res.api_version, res.kind)
+                click.echo(printer.format(event, type_meta if fill else None))
+            status.on_event(event, loop.time())
     return 0
 
 
@@ -99,8 +188,14 @@ async def _watch(
     "-o", "--output", type=click.Choice(["name", "json", "yaml"]), default="name", show_default=True
 )
 @click.option(
+    "--output-watch-events/--no-output-watch-events", default=True, show_default=True,
+    help='With -o json|yaml, print each change as {"type": ADDED|MODIFIED|DELETED, '
+         '"object": ...} like kubectl get -w --output-watch-events; --no-output-watch-events '
+         "prints bare objects (as kubectl does by default: a delete then looks like an update).",
+)
+@click.option(
     "--max-unhealthy", type=float, default=300.0, show_default=True,
-    help="Exit with status 2 after this many seconds without a working watch (0 = never).",
+    help="Exit with status 1 after this many seconds without a working watch (0 = never).",
 )
 def watch(
     resource: str,
@@ -110,20 +205,32 @@ def watch(
     kubeconfig: str | None,
     context: str | None,
     output: str,
+    output_watch_events: bool,
     max_unhealthy: float,
 ) -> None:
-    """Print changes to RESOURCE as they happen, like kubectl get -w."""
+    """Print changes to RESOURCE as they happen, like kubectl get -w.
+
+    Exit status: 1 when the watch has not worked for --max-unhealthy, 2 when it cannot
+    start (kubeconfig, context), 3 when the server rejects the request itself (a malformed
+    selector: 400 BadRequest, 422 Invalid), 130 on Ctrl-C."""
     if namespace and all_namespaces:
         raise click.UsageError("use either --namespace or --all-namespaces, not both")
     try:
         code = asyncio.run(
             _watch(resource, namespace, all_namespaces, selector, kubeconfig, context, output,
-                   max_unhealthy or None)
+                   max_unhealthy or None, output_watch_events)
         )
-    except (wk.ConfigError, ValueError) as exc:
-        raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
-        code = 130
+        code = EXIT_INTERRUPTED
+    except Exception as exc:
+        err = caller_error(exc)
+        if err is not None:
+            rejected(err)
+        if isinstance(exc, wk.ConfigError | ValueError):
+            fail(str(exc), EXIT_SETUP)
+        if isinstance(exc, wk.WatcherUnhealthy | wk.WatchGaveUp | wk.ApiError):
+            fail(str(exc), EXIT_FAILED)
+        raise
     sys.exit(code)
 
 
@@ -139,8 +246,19 @@ def sim(port: int, kubeconfig_out: str | None, empty: bool, tls: bool) -> None:
     """Run the embedded API simulator on 127.0.0.1 until interrupted."""
     from watchkeeper.testing.apiserver import run_simulator
 
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run_simulator("127.0.0.1", port, kubeconfig_out, not empty, tls=tls))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(run_simulator("127.0.0.1", port, kubeconfig_out, not empty, tls=tls))
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        if kubeconfig_out is not None and exc.filename == kubeconfig_out:
+            fail(f"cannot write the kubeconfig {kubeconfig_out}: {why} "
+                 "(choose another path with --kubeconfig-out)", EXIT_SETUP)
+        if exc.errno == errno.EADDRINUSE:
+            fail(f"port {port} on 127.0.0.1 is already in use; stop what uses it or "
+                 "choose another port with --port (0 picks a free one)", EXIT_SETUP)
+        fail(f"cannot serve on 127.0.0.1:{port}: {why} (choose another port with --port)",
+             EXIT_SETUP)
 
 
 @main.command("run")
@@ -169,22 +287,37 @@ def run_command(
     log_format: str, verbose: bool,
 ) -> None:
     """Run an operator: TARGET is module:attr or file.py:attr, a function that takes a
-    Client and returns a watchkeeper.Operator."""
+    Client and returns a watchkeeper.Operator. A module is imported with the current
+    directory first on sys.path, as ``python -m`` does.
+
+    Exit status: 0 after SIGTERM, 1 when the controller stops working (max-unhealthy,
+    leadership lost), 2 when it cannot start (target, kubeconfig, context, probe port), 3
+    when the server rejects a request itself (400 BadRequest, 422 Invalid)."""
     from watchkeeper._runner import RunOptions, run_sync
     from watchkeeper.ops.logs import setup_logging
 
     setup_logging(log_format, logging.DEBUG if verbose else logging.INFO)
-    sys.exit(run_sync(RunOptions(
-        target, kubeconfig, context, probe_host, None if probe_port < 0 else probe_port,
-        leader_election, lease_name, lease_namespace, lease_duration, renew_deadline,
-        retry_period,
-    )))
+    try:
+        code = run_sync(RunOptions(
+            target, kubeconfig, context, probe_host, None if probe_port < 0 else probe_port,
+            leader_election, lease_name, lease_namespace, lease_duration, renew_deadline,
+            retry_period,
+        ))
+    except Exception as exc:
+        err = caller_error(exc)
+        if err is not None:
+            rejected(err)
+        if isinstance(exc, wk.ApiError):
+            fail(str(exc), EXIT_FAILED)
+        raise
+    sys.exit(code)
 
 
 @main.command()
 @click.argument("url")
 def status(url: str) -> None:
-    """Pretty-print a running controller's /readyz?verbose (URL like http://host:8080)."""
+    """Pretty-print a running controller's /readyz?verbose (URL like http://host:8080, or
+    host:8080 for plain HTTP). Exit status: 0 ready, 1 not ready, 2 no answer."""
     from watchkeeper.ops.status import print_status
 
     sys.exit(asyncio.run(print_status(url)))

@@ -1,8 +1,9 @@
 """The library's base exception, in the lowest layer so every other layer may use it.
 
-``except wk.WatchkeeperError`` catches what the runtime itself raises to end a run
-(``TaskDied``, ``ControllerUnhealthy``, ``LeadershipLost``); API errors have their own base,
-``wk.ApiError``.
+``except wk.WatchkeeperError`` catches every error the library raises: failed requests
+(``wk.ApiError`` and its subclasses), configuration errors (``ConfigError``), and what ends
+a watcher or a run (``WatcherUnhealthy``, ``WatchGaveUp``, ``TaskDied``,
+``ControllerUnhealthy``, ``LeadershipLost``).
 """
 
 from __future__ import annotations
@@ -11,4 +12,4 @@ __all__ = ["WatchkeeperError"]
 
 
 class WatchkeeperError(Exception):
-    """Base of the exceptions watchkeeper raises to end a run."""
+    """Base of every exception watchkeeper raises."""

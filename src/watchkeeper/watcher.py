@@ -1,15 +1,19 @@
 """The list/watch state machine: kind to the server, honest with its user.
 
-``watcher(api, config)`` yields a stream of events that never ends on an error: every
-failure is yielded as ``WatchError`` and retried after ``max(backoff, Retry-After)``. It
-resumes from the last resourceVersion without a relist when it can, relists on 410, drops
-silent connections, and raises ``WatcherUnhealthy`` once it has not worked for
-``max_unhealthy`` seconds, so a broken watch reaches someone who can fix it.
+``watcher(api, config)`` yields a stream of events that does not end on an error someone
+else can fix: such a failure is yielded as ``WatchError`` and retried after
+``max(backoff, Retry-After)`` (Retry-After capped at 60 s). An error only the caller can fix
+(``error.retriable`` False: a malformed selector, 400; options the server rejects, 422) is
+raised at once. It resumes from the last resourceVersion without a relist when it can,
+relists on 410, drops silent connections, and raises ``WatcherUnhealthy`` once it has not
+worked for ``max_unhealthy`` seconds, a deadline that also cuts off a hung request, so a
+broken watch reaches someone who can fix it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 import random
@@ -21,10 +25,20 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from watchkeeper.backoff import Backoff, DefaultBackoff
-from watchkeeper.client import Api, ApiError, BadRequest, ConnectionFailed, Gone, Invalid
-from watchkeeper.client._pieces import LazyPiece
+from watchkeeper.client import (
+    Api,
+    ApiError,
+    BadRequest,
+    ConnectionFailed,
+    Forbidden,
+    Gone,
+    Invalid,
+    Timeout,
+)
+from watchkeeper.client._pieces import LazyPiece, PieceDecoder
 from watchkeeper.client.api import _NO_META, KeyFields, decode_line_object, key_fields
-from watchkeeper.client.errors import error_from_status
+from watchkeeper.client.errors import MAX_RETRY_AFTER, error_from_status
+from watchkeeper.errors import WatchkeeperError
 
 __all__ = [
     "Apply",
@@ -48,7 +62,20 @@ log = logging.getLogger("watchkeeper.watcher")
 JSON = dict[str, Any]
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 STABLE_AFTER = 10.0  # seconds a watch must stay open to count as progress by itself
+# Seconds a resumed watch must stay open (no error) to count as working again: a server
+# refusing the resume (410 as an ERROR line) does so at once, so no "recovered" 2 ms before
+# "degraded"; a quiet resource need not wait STABLE_AFTER to be reported healthy.
+OPEN_GRACE = 1.0
 THRESHOLD_SLACK = 0.01  # seconds: this close to max_unhealthy counts as reached
+# Seconds a watch request may take to answer with its status and headers. kube-apiserver
+# answers at once (a streaming list too: its events follow the headers), so a request with
+# no answer is hung, like a LIST past the client's 60 s request timeout; without this bound
+# only the idle timeout (the server timeout + 10 s: 5-10 min) would end it.
+OPEN_TIMEOUT = 60.0
+# The last attempt before max_unhealthy starts this long (at most a tenth of the threshold)
+# before it, so it has time to succeed and the threshold still fires on time if it does not.
+FINAL_ATTEMPT = 5.0
+WATCH_VERBS = ("list", "watch")  # what a watcher needs; a 403 hint names them all at once
 
 
 # -- events -------------------------------------------------------------------------------
@@ -184,11 +211,11 @@ class WatchError:
 Event = InitStart | InitApply | InitDone | Apply | Delete | WatchError
 
 
-class WatchGaveUp(Exception):
+class WatchGaveUp(WatchkeeperError):
     """The backoff returned None: the watcher stopped retrying (chained to the last error)."""
 
 
-class WatcherUnhealthy(Exception):
+class WatcherUnhealthy(WatchkeeperError):
     """The watcher has not worked for longer than ``max_unhealthy`` (chained to the last error)."""
 
 
@@ -301,11 +328,19 @@ class WatchHealth:
 
 
 class _Progress:
-    """Tracks health transitions and one-line-per-change logging for one watcher."""
+    """Tracks health transitions and one-line-per-change logging for one watcher.
+
+    Two steps out of a failure, so a cycle such as "list allowed, watch forbidden" neither
+    reports itself recovered nor resets the backoff: ``established`` (a watch request was
+    accepted right after a successful list: health is HEALTHY again) and ``progressed``
+    (the watch delivered something or stayed open: the backoff starts over too).
+    """
 
     def __init__(self, health: WatchHealth, backoff: Backoff, clock: Callable[[], float]) -> None:
         self.health, self.backoff, self.clock = health, backoff, clock
         self._repeats = 0
+        # False from a failure until the next real progress: the backoff is due a reset.
+        self.settled = True
 
     def _fields(self, state: str, error: ApiError | None = None, **more: Any) -> dict[str, Any]:
         """Structured fields for JSON logs (never credentials: errors carry none)."""
@@ -315,7 +350,8 @@ class _Progress:
             fields["error_code"] = error.code
         return fields
 
-    def progressed(self) -> None:
+    def established(self) -> None:
+        """The watch works again: health is HEALTHY; the backoff keeps its place."""
         h = self.health
         if h.state is WatchState.HEALTHY and h.consecutive_failures == 0:
             return
@@ -330,15 +366,25 @@ class _Progress:
             )
         elif h.state is WatchState.STARTING:
             log.info("watch %s healthy", h.resource, extra=self._fields("healthy"))
-        self.backoff.reset()
         h.state, h.since, h.since_wall = WatchState.HEALTHY, now, time.time()
         h._changed()
         h.consecutive_failures, h.next_retry_at, self._repeats = 0, None, 0
         h.functioning_since = now
 
+    def progressed(self) -> None:
+        """Real progress (an event, a completed streaming list, a watch that stayed open):
+        healthy, and the backoff starts over."""
+        if self.settled and self.health.state is WatchState.HEALTHY:
+            return
+        self.established()
+        if not self.settled:
+            self.backoff.reset()
+            self.settled = True
+
     def failed(self, error: ApiError) -> None:
         h = self.health
         now = self.clock()
+        self.settled = False
         same = h.last_error is not None and _same_error(h.last_error, error)
         h.consecutive_failures += 1
         h.last_error = error
@@ -379,9 +425,10 @@ def _strip(obj: JSON) -> None:
 
 
 def _unusable_rv(error: ApiError) -> bool:
-    """A watch refused because of its resourceVersion: only a fresh list can fix it."""
+    """A request refused because of its resourceVersion or continue token (the watcher's
+    own bookkeeping, not the caller's options): only a fresh list can fix it."""
     refused = isinstance(error, Invalid | BadRequest) or error.code == 500
-    return refused and "resourceVersion" in error.message
+    return refused and ("resourceVersion" in error.message or "continue" in error.message)
 
 
 class _ClosedEarly(ConnectionFailed):
@@ -430,14 +477,16 @@ class Watcher:
         need_list = self.resource_version is None  # given a version: watch from it, no list
         streaming = cfg.initial_list == "streaming"
         previous_gone = False
+        final_for: float | None = None  # the outage (functioning_since) of the last try
         while True:
             try:
+                listed = False
                 if need_list and not streaming:
                     health.relists += 1
                     async for ev in self._paginated_list(progress):
                         yield ev
-                    need_list = False
-                async for batch in self._watch_once(progress, need_list and streaming):
+                    need_list, listed = False, True
+                async for batch in self._watch_once(progress, need_list and streaming, listed):
                     # Popped, not iterated: an event the consumer has dropped is freed at
                     # once, so a piece's decoded dicts are not all alive for each garbage
                     # collection (measured: 6.2 -> 4.4 µs per event reading every lazy obj).
@@ -462,8 +511,19 @@ class Watcher:
                     )
                     streaming = False
                     continue
+                if isinstance(error, Forbidden):
+                    error.needed_verbs = WATCH_VERBS  # name them all, not one per grant
+                relist = isinstance(error, Gone) or _unusable_rv(error)
                 progress.failed(error)
-                if isinstance(error, Gone) or _unusable_rv(error):
+                if not error.retriable and not relist:
+                    # The caller's own mistake (a malformed selector, options the server
+                    # rejects): no retry and no administrator can fix it, so end at once.
+                    health.next_retry_at = None
+                    log.error("watch %s stopped: retrying cannot fix this: %s",
+                              health.resource, error,
+                              extra=progress._fields("stopped", error))
+                    raise error
+                if relist:
                     need_list = True
                     self.resource_version = None
                 limit = cfg.max_unhealthy
@@ -475,19 +535,37 @@ class Watcher:
                 ):
                     health.next_retry_at = None
                     yield WatchError(error, 0.0)
-                    raise WatcherUnhealthy(
-                        f"watch {health.resource} has not worked for {limit:g} s "
-                        f"({health.consecutive_failures} failed attempts); last error: {error}"
-                    ) from error
+                    raise self._unhealthy(error) from error
                 # The first 410 relists at once; a repeated one backs off like any failure.
                 immediate = isinstance(error, Gone) and not previous_gone
                 previous_gone = isinstance(error, Gone)
                 delay = 0.0 if immediate else self._next_delay(error, backoff)
                 if limit is not None:
-                    # Wake at the threshold for one last attempt rather than past it, but
-                    # never sooner than the server's Retry-After.
-                    remaining = max(0.0, limit - health.non_functioning_for(clock()))
-                    delay = max(min(delay, remaining), error.retry_after or 0.0)
+                    now = clock()
+                    deadline = now + limit - health.non_functioning_for(now)
+                    if now + delay >= deadline - THRESHOLD_SLACK:
+                        after = delay if immediate else min(
+                            max(error.retry_after or 0.0, 0.0), MAX_RETRY_AFTER)
+                        if final_for != health.functioning_since and (
+                            now + after < deadline - THRESHOLD_SLACK
+                        ):
+                            # One last attempt, early enough to succeed before the threshold
+                            # (never sooner than Retry-After), bounded by it like any other.
+                            final_for = health.functioning_since
+                            final_at = deadline - min(FINAL_ATTEMPT, limit / 10)
+                            delay = max(final_at - now, after, 0.0)
+                        else:
+                            # No attempt fits before the threshold (a long Retry-After, or
+                            # the last one failed): no sleep runs past it; give up on time.
+                            remaining = max(0.0, deadline - now)
+                            health.next_retry_at = deadline
+                            health.last_backoff = remaining
+                            yield WatchError(error, remaining)
+                            left = deadline - clock()  # the consumer may have taken its time
+                            if left > 0:
+                                await asyncio.sleep(left)
+                            health.next_retry_at = None
+                            raise self._unhealthy(error) from error
                 health.next_retry_at = clock() + delay
                 health.last_backoff = delay
                 yield WatchError(error, delay)
@@ -495,17 +573,67 @@ class Watcher:
                     await asyncio.sleep(delay)
                 health.restarts += 1
 
+    def _unhealthy(self, error: ApiError) -> WatcherUnhealthy:
+        health, limit = self.health, self.config.max_unhealthy
+        return WatcherUnhealthy(
+            f"watch {health.resource} has not worked for {limit:g} s "
+            f"({health.consecutive_failures} failed attempts); last error: {error}"
+        )
+
     def _next_delay(self, error: ApiError, backoff: Backoff) -> float:
-        """max(backoff, Retry-After); WatchGaveUp when the backoff says stop."""
+        """max(backoff, Retry-After); WatchGaveUp when the backoff says stop.
+
+        Retry-After is capped at ``MAX_RETRY_AFTER`` here too (errors built elsewhere than
+        ``error_from_response`` may carry any float), so no server can park a watcher."""
         delay = backoff.next()
         if delay is None:
             raise WatchGaveUp(
                 f"watch {self.health.resource}: backoff gave up after "
                 f"{self.health.consecutive_failures} failures; last error: {error}"
             ) from error
-        return max(delay, error.retry_after or 0.0)
+        after = error.retry_after
+        if after is None or not after >= 0.0:  # None, nan or negative: no wish
+            after = 0.0
+        return max(delay, min(after, MAX_RETRY_AFTER))
+
+    @contextlib.asynccontextmanager
+    async def _deadline(
+        self, progress: _Progress, method: str, cap: float | None = None
+    ) -> AsyncIterator[None]:
+        """Bound a request by the ``max_unhealthy`` deadline while the watcher is not healthy,
+        and by ``cap`` seconds in any case.
+
+        The threshold is a deadline on the whole attempt: a LIST, a watch request or a
+        credential refresh that hangs fails with ``Timeout`` when it is reached (and the
+        watcher then raises ``WatcherUnhealthy``), not at the request timeout. Nothing may be
+        yielded to the consumer inside: the timeout cancels the current task.
+        """
+        limit, health = self.config.max_unhealthy, self.health
+        remaining: float | None = None
+        if limit is not None and health.state is not _HEALTHY:
+            remaining = max(0.0, limit - health.non_functioning_for(progress.clock()))
+        if remaining is None and cap is None:
+            yield
+            return
+        capped = remaining is None or (cap is not None and cap < remaining)
+        seconds = cap if capped else remaining
+        try:
+            async with asyncio.timeout(seconds) as scope:
+                yield
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            if capped:
+                message = f"the server sent no answer to the watch request in {cap:g} s"
+            else:
+                message = (f"no answer before the max_unhealthy deadline (the watch has not "
+                           f"worked for {limit:g} s)")
+            raise Timeout(message, reason="Timeout", method=method,
+                          path=self.api.resource_name) from None
 
     async def _paginated_list(self, progress: _Progress) -> AsyncIterator[Event]:
+        """One paginated LIST. Not progress by itself: a list may be allowed while the watch
+        is forbidden, so health recovers only once the watch that follows is accepted."""
         cfg = self.config
         yield InitStart()
         token: str | None = None
@@ -513,14 +641,15 @@ class Watcher:
         list_rv = ""
         strip = cfg.strip_managed_fields
         while True:
-            page = await self.api.list(
-                label_selector=cfg.label_selector,
-                field_selector=cfg.field_selector,
-                limit=cfg.page_size,
-                continue_token=token,
-                resource_version=None if token else rv,
-                metadata_only=cfg.metadata_only,
-            )
+            async with self._deadline(progress, "LIST"):
+                page = await self.api.list(
+                    label_selector=cfg.label_selector,
+                    field_selector=cfg.field_selector,
+                    limit=cfg.page_size,
+                    continue_token=token,
+                    resource_version=None if token else rv,
+                    metadata_only=cfg.metadata_only,
+                )
             if not token:
                 list_rv = page.resource_version
             for obj in page.items:
@@ -531,22 +660,26 @@ class Watcher:
             if not token:
                 break
         self.resource_version = list_rv
-        progress.progressed()
         yield InitDone()
 
     def _stopped_at(self, ev: Event | None) -> None:
         """The consumer stopped inside a batch: resume from the last event it was given,
-        not from the end of the piece (which it never saw)."""
-        if isinstance(ev, _ObjectEvent) and ev.resource_version:
-            self.resource_version = ev.resource_version
+        not from the end of the piece (which it never saw). Only a watch event counts: the
+        version of a streaming list's ``InitApply`` is no place to resume from."""
+        if ev.__class__ is Apply or ev.__class__ is Delete:
+            assert isinstance(ev, _ObjectEvent)
+            if ev.resource_version:
+                self.resource_version = ev.resource_version
 
     async def _watch_once(
-        self, progress: _Progress, initial: bool
+        self, progress: _Progress, initial: bool, listed: bool = False
     ) -> AsyncIterator[list[Event]]:
-        """One watch request; with ``initial`` it is a streaming list (sendInitialEvents).
+        """One watch request; with ``initial`` it is a streaming list (sendInitialEvents);
+        ``listed``: a paginated list just succeeded, so an accepted watch is health again.
 
-        Yields the events of each decoded piece of the stream as one list; the bookkeeping
-        (resume version, counters, health) is done per piece, not per event."""
+        Yields the events of each decoded piece of the stream as one list; for a piece of
+        ADDED/MODIFIED/DELETED only, the bookkeeping (resume version, counters, health) is
+        done once for the piece, not per event."""
         cfg, clock = self.config, progress.clock
         timeout = cfg.watch_timeout(self._rng)
         rv = self.resource_version
@@ -557,42 +690,67 @@ class Watcher:
         health = self.health
         counts = health.events
         delivered = False
-        in_initial = initial
         stable: asyncio.TimerHandle | None = None
+        grace: asyncio.TimerHandle | None = None
         try:
-            async with self.api.watch(
-                resource_version=rv,
-                label_selector=cfg.label_selector,
-                field_selector=cfg.field_selector,
-                timeout_seconds=timeout,
-                allow_bookmarks=cfg.bookmarks or initial,
-                send_initial_events=initial,
-                read_timeout=cfg.idle_for(timeout),
-                metadata_only=cfg.metadata_only,
-                lazy=lazy,
-            ) as stream:
+            async with contextlib.AsyncExitStack() as stack:
+                async with self._deadline(progress, "WATCH", OPEN_TIMEOUT):
+                    stream = await stack.enter_async_context(self.api.watch(
+                        resource_version=rv,
+                        label_selector=cfg.label_selector,
+                        field_selector=cfg.field_selector,
+                        timeout_seconds=timeout,
+                        allow_bookmarks=cfg.bookmarks or initial,
+                        send_initial_events=initial,
+                        read_timeout=cfg.idle_for(timeout),
+                        metadata_only=cfg.metadata_only,
+                        lazy=lazy,
+                    ))
+                pieces = stream.pieces()
+                decoder = stream.decoder
                 if initial:
                     # Announced only once the server accepted the streaming list: a server
                     # without WatchList refuses it (422) and the paginated fallback then
                     # starts the one list there is, so it is counted and announced once.
                     health.relists += 1
                     yield [InitStart()]
+                    async with self._deadline(progress, "WATCH"):
+                        survivors, rest, at = await self._initial_events(pieces, decoder, clock)
+                    delivered = True
+                    if survivors:
+                        yield survivors
+                    del survivors
+                    progress.progressed()
+                    yield [InitDone()]
+                    if rest is not None:
+                        # The piece that held the initial-events-end bookmark goes on with
+                        # live events: they are ordinary watch events.
+                        batch, error = self._piece_events(rest, at, decoder, progress)
+                        del rest
+                        if batch:
+                            yield batch
+                        if error is not None:
+                            raise error
                 else:
+                    loop = asyncio.get_running_loop()
+                    if listed:
+                        progress.established()  # the list worked and the watch is accepted
+                    elif health.state is not _HEALTHY:
+                        # A resumed watch that stays open works: health says so after a
+                        # moment even on a quiet resource (the backoff waits for `stable`).
+                        grace = loop.call_later(OPEN_GRACE, progress.established)
                     # A watch that stays open is progress even on a quiet resource: without
                     # this, the backoff would keep growing after an outage until an event came.
-                    stable = asyncio.get_running_loop().call_later(
-                        min(STABLE_AFTER, timeout / 2), progress.progressed
-                    )
-                decoder = stream.decoder
-                async for envs in stream.pieces():
-                    if decoder.plain and not in_initial:
+                    stable = loop.call_later(min(STABLE_AFTER, timeout / 2), progress.progressed)
+                async for envs in pieces:
+                    delivered = True
+                    if decoder.plain:
                         # Only ADDED/MODIFIED/DELETED: the bookkeeping once for the piece.
                         if decoder.resource_version:
                             self.resource_version = decoder.resource_version
-                        delivered = True
                         decoder.count(envs, counts)
                         health.last_event_at = clock()
-                        if health.state is not _HEALTHY or health.consecutive_failures:
+                        if not progress.settled or health.state is not _HEALTHY:
                             progress.progressed()
                         if lazy:
                             piece = decoder.piece
@@ -606,60 +764,17 @@ class Watcher:
                             yield [(Delete if e.type == "DELETED" else Apply)(e.object)
                                    for e in envs]
                         continue
-                    batch: list[Event] = []
-                    lines = decoder.piece.lines if lazy else [b""] * len(envs)
-                    for env, line in zip(envs, lines, strict=False):
-                        kind = env.type
-                        obj: JSON | None = None if lazy else env.object
-                        if kind == "ERROR":
-                            if batch:
-                                yield batch
-                            raise error_from_status(
-                                obj if obj is not None else decode_line_object(line),
-                                method="WATCH", path=self.api.resource_name,
-                            )
-                        new_rv = decoder.rv_of(env)
-                        if new_rv:
-                            self.resource_version = new_rv
-                        delivered = True
-                        counts[kind] = counts.get(kind, 0) + 1
-                        health.last_event_at = clock()
-                        if kind == "BOOKMARK":
-                            if in_initial:
-                                if obj is None:
-                                    obj = decode_line_object(line)
-                                meta = obj.get("metadata") or {}
-                                annotations = meta.get("annotations") or {}
-                                if annotations.get(INITIAL_EVENTS_END) == "true":
-                                    in_initial = False
-                                    progress.progressed()
-                                    batch.append(InitDone())
-                            else:
-                                progress.progressed()
-                            continue
-                        cls: type[_ObjectEvent]
-                        if in_initial:
-                            cls = InitApply
-                        else:
-                            if health.state is not _HEALTHY or health.consecutive_failures:
-                                progress.progressed()
-                            cls = Delete if kind == "DELETED" else Apply
-                        if obj is None:
-                            batch.append(cls(None, env.object.metadata or _NO_META, line, strip))
-                        else:
-                            if strip:
-                                _strip(obj)
-                            batch.append(cls(obj))
+                    batch, error = self._piece_events(envs, 0, decoder, progress)
+                    del envs
                     if batch:
                         yield batch
+                    if error is not None:
+                        raise error
         finally:
             if stable is not None:
                 stable.cancel()
-        if in_initial:
-            raise _ClosedEarly(
-                "streaming list ended before the initial-events-end bookmark",
-                reason="ClosedEarly", method="WATCH", path=self.api.resource_name,
-            )
+            if grace is not None:
+                grace.cancel()
         lasted = clock() - opened
         if not delivered and lasted < min(timeout / 2, 5.0):
             # A clean close right after opening is no normal timeout: back off, don't spin.
@@ -668,6 +783,99 @@ class Watcher:
                 reason="ClosedEarly", method="WATCH", path=self.api.resource_name,
             )
         progress.progressed()  # a watch that stayed open to its timeout is health
+
+    def _piece_events(
+        self, envs: list[Any], start: int, decoder: PieceDecoder, progress: _Progress
+    ) -> tuple[list[Event], ApiError | None]:
+        """The events of ``envs[start:]`` (one piece that is not plain ADDED/MODIFIED/DELETED:
+        bookmarks, an ERROR, or the events before a bad line), with the bookkeeping per event.
+        An ERROR ends the piece: the events before it are returned with its error, which the
+        caller raises once it has handed them out."""
+        clock, health, strip = progress.clock, self.health, self.config.strip_managed_fields
+        counts = health.events
+        lazy = decoder.lazy
+        piece = decoder.piece
+        batch: list[Event] = []
+        for i in range(start, len(envs)):
+            env = envs[i]
+            kind = env.type
+            if kind == "ERROR":
+                status = decode_line_object(piece.line(i)) if lazy else env.object
+                return batch, error_from_status(
+                    status, method="WATCH", path=self.api.resource_name)
+            new_rv = decoder.rv_of(env)
+            if new_rv:
+                self.resource_version = new_rv
+            counts[kind] = counts.get(kind, 0) + 1
+            health.last_event_at = clock()
+            if not progress.settled or health.state is not _HEALTHY:
+                progress.progressed()
+            if kind == "BOOKMARK":
+                continue
+            cls: type[Apply | Delete] = Delete if kind == "DELETED" else Apply
+            if lazy:
+                batch.append(cls(None, env.object.metadata or _NO_META, piece, strip, i))
+            else:
+                obj = env.object
+                if strip:
+                    _strip(obj)
+                batch.append(cls(obj))
+        return batch, None
+
+    async def _initial_events(
+        self, pieces: AsyncIterator[list[Any]], decoder: PieceDecoder,
+        clock: Callable[[], float],
+    ) -> tuple[list[Event], list[Any] | None, int]:
+        """A streaming list's events up to the ``k8s.io/initial-events-end`` bookmark, applied
+        in order to a set keyed by namespace/name, as client-go's temporary store does.
+
+        The server may send live ADDED/MODIFIED/DELETED before that bookmark (a real
+        apiserver does, on its ~1 s bookmark tick); an object created and deleted in that
+        window must not come out as present, so only the survivors are returned (as
+        ``InitApply``), in first-seen order, with the rest of the bookmark's piece (its
+        envelopes and the index after the bookmark; None if the bookmark ended it). Yields
+        nothing, so a deadline can wrap it.
+        """
+        strip, health = self.config.strip_managed_fields, self.health
+        counts = health.events
+        lazy = decoder.lazy
+        known: dict[tuple[str, str], InitApply] = {}
+        async for envs in pieces:
+            piece = decoder.piece
+            for i, env in enumerate(envs):
+                kind = env.type
+                if kind == "ERROR":
+                    status = decode_line_object(piece.line(i)) if lazy else env.object
+                    raise error_from_status(status, method="WATCH", path=self.api.resource_name)
+                key: KeyFields = (env.object.metadata or _NO_META) if lazy \
+                    else key_fields(env.object)
+                if key.resourceVersion:
+                    self.resource_version = key.resourceVersion
+                counts[kind] = counts.get(kind, 0) + 1
+                health.last_event_at = clock()
+                if kind == "BOOKMARK":
+                    obj = decode_line_object(piece.line(i)) if lazy else env.object
+                    meta = obj.get("metadata")
+                    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+                    if isinstance(annotations, dict) and \
+                            annotations.get(INITIAL_EVENTS_END) == "true":
+                        rest = envs if i + 1 < len(envs) else None
+                        return list(known.values()), rest, i + 1
+                    continue
+                where = (key.namespace, key.name)
+                if kind == "DELETED":
+                    known.pop(where, None)
+                elif lazy:
+                    known[where] = InitApply(None, key, piece, strip, i)
+                else:
+                    obj = env.object
+                    if strip:
+                        _strip(obj)
+                    known[where] = InitApply(obj, key)
+        raise _ClosedEarly(
+            "streaming list ended before the initial-events-end bookmark",
+            reason="ClosedEarly", method="WATCH", path=self.api.resource_name,
+        )
 
 
 def _streaming_unsupported(error: ApiError) -> bool:

@@ -31,7 +31,10 @@ async def test_watch_state_changes_are_json_with_fields_and_no_token(
                     errors += 1
                     if errors == 3:
                         srv.rbac.grant("nobody", verbs=["list", "watch"], resources=["configmaps"])
-                if isinstance(ev, wk.InitDone):
+                if isinstance(ev, wk.InitDone):  # recovered once the watch is accepted
+                    srv.create_object({"apiVersion": "v1", "kind": "ConfigMap",
+                                       "metadata": {"name": "x", "namespace": "default"}})
+                if isinstance(ev, wk.Apply):
                     break
             await asyncio.sleep(0)
     lines = [JsonFormatter().format(r) for r in caplog.records]

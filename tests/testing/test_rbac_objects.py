@@ -252,7 +252,9 @@ async def test_forbidden_is_surfaced_then_recovers(srv: ApiServer, admin: wk.Cli
                 await admin.api(f"roles.{RBAC}", namespace=NS).create(role("read-cm", READ_CM))
                 await admin.api(f"rolebindings.{RBAC}", namespace=NS).create(
                     binding("read-cm", "Role", "read-cm", TO_SA))
-            if isinstance(ev, wk.InitDone):
+            if isinstance(ev, wk.InitDone):  # healthy once the watch after it is accepted
+                await admin.api("configmaps", namespace=NS).create(cm("after-grant"))
+            if isinstance(ev, wk.Apply):
                 break
         assert w.health.state is wk.WatchState.HEALTHY
 

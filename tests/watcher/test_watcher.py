@@ -195,6 +195,7 @@ async def test_a_quiet_resumed_watch_is_progress_once_it_stays_open(
     # No event arrives, yet 10 s after reconnecting the watcher counts as healthy again...
     await rec.wait_for(lambda r: r.watch.health.state is wk.WatchState.HEALTHY, timeout=120)
     assert rec.watch.health.consecutive_failures == 0
+    await asyncio.sleep(10)  # healthy a moment after it opened; progress once it stays open
     # ...and its backoff starts over: the next failure waits 0.8-1.6 s, not 30 s.
     n = len(rec.of(wk.WatchError))
     await watch_open(srv)
@@ -248,7 +249,10 @@ async def test_forbidden_is_surfaced_with_the_rule_then_recovers_when_granted(
         assert isinstance(err, wk.Forbidden)
         text = str(err)
         assert 'User "operator" cannot list resource "configmaps"' in text
-        assert 'namespace "default"' in text and 'verbs: ["list"]' in text
+        assert 'namespace "default"' in text
+        # One rule with every verb a watcher needs, not one verb per grant-and-retry round.
+        assert 'verbs: ["list", "watch"]' in text
+        assert 'needed: list and watch on configmaps in namespace "default"' in text
         assert rec.watch.health.state is wk.WatchState.DEGRADED
         srv.rbac.grant("operator", verbs=["get", "list", "watch"], resources=["configmaps"])
         srv.create_object(configmap("after-grant"))

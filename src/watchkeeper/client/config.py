@@ -34,6 +34,7 @@ from watchkeeper.client.auth import (
     TokenFile,
     describe_read_error,
 )
+from watchkeeper.errors import WatchkeeperError
 
 __all__ = [
     "SERVICE_ACCOUNT_DIR",
@@ -49,7 +50,7 @@ log = logging.getLogger(__name__)
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
-class ConfigError(Exception):
+class ConfigError(WatchkeeperError):
     """The kubeconfig or in-cluster environment is unusable; the message says why and where."""
 
 

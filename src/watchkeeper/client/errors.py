@@ -14,8 +14,10 @@ from typing import Any, ClassVar
 import msgspec
 
 from watchkeeper.client._json import decode as decode_json
+from watchkeeper.errors import WatchkeeperError
 
 __all__ = [
+    "MAX_RETRY_AFTER",
     "AlreadyExists",
     "ApiError",
     "BadRequest",
@@ -35,7 +37,7 @@ __all__ = [
 ]
 
 
-class ApiError(Exception):
+class ApiError(WatchkeeperError):
     """A failed request to the API server.
 
     ``code`` is the HTTP status (None when no response came back), ``reason`` the
@@ -44,6 +46,12 @@ class ApiError(Exception):
 
     is_transient: ClassVar[bool] = False
     """True when retrying the same request later can succeed without anyone changing anything."""
+
+    retriable: ClassVar[bool] = True
+    """False when no one but the caller can fix it (a malformed selector: 400; options the
+    server rejects: 422): retrying the same request can never succeed, so a watcher raises
+    it at once instead of retrying. True for everything an administrator or time can fix
+    (network, TLS, 5xx, 429, 401, 403, 404, 410), which a watcher keeps retrying."""
 
     def __init__(
         self,
@@ -142,7 +150,13 @@ _FORBIDDEN = re.compile(
 
 
 class Forbidden(ApiError):
-    """403: authenticated, but RBAC (or an admission rule) does not allow this request."""
+    """403: authenticated, but RBAC (or an admission rule) does not allow this request.
+
+    ``needed_verbs``: every verb the caller needs on that resource (a watcher sets
+    ``("list", "watch")``), so the hint names one rule that grants all of them instead of
+    one verb per round of "grant, retry, next 403"."""
+
+    needed_verbs: tuple[str, ...] = ()
 
     @property
     def user(self) -> str | None:
@@ -161,9 +175,15 @@ class Forbidden(ApiError):
             "ClusterRole", " (bound with a ClusterRoleBinding)"
         )
         rule_res = f"{base}/{sub}" if sub else base
+        verbs = sorted({m["verb"], *self.needed_verbs})
+        listed = ", ".join(f'"{v}"' for v in verbs)
+        needs = ""
+        if len(verbs) > 1:
+            where = f'in namespace "{namespace}"' if namespace else "at the cluster scope"
+            needs = f" (needed: {' and '.join(verbs)} on {rule_res} {where})"
         return (
             f'Grant user "{m["user"]}" a {kind} rule{scope}: '
-            f'apiGroups: ["{group}"], resources: ["{rule_res}"], verbs: ["{m["verb"]}"]'
+            f'apiGroups: ["{group}"], resources: ["{rule_res}"], verbs: [{listed}]{needs}'
         )
 
 
@@ -190,9 +210,13 @@ class AlreadyExists(Conflict):
 class Invalid(ApiError):
     """422: the server rejected the object or the options as invalid."""
 
+    retriable = False
+
 
 class BadRequest(ApiError):
     """400: the request was malformed (selector, body, parameters)."""
+
+    retriable = False
 
 
 class InvalidResponse(ApiError):
@@ -226,18 +250,47 @@ def _class_for(code: int, reason: str) -> type[ApiError]:
     return ApiError
 
 
+MAX_RETRY_AFTER = 60.0
+"""The longest ``Retry-After`` honoured, in seconds. kube-apiserver asks for 1 s (priority
+and fairness, max-in-flight) and at most a few seconds elsewhere; a larger value is a broken
+or hostile proxy, and obeying ``inf`` or a day would silence a watcher forever. 60 s is twice
+the default backoff's longest step, the client's request timeout, and leaves a 300 s
+``max_unhealthy`` room for several attempts."""
+
+
+def _seconds(value: Any) -> float | None:
+    """A Retry-After value as seconds in [0, MAX_RETRY_AFTER]; None when it is not a number.
+
+    Never raises: ``inf`` and huge values are capped, negatives are 0, ``nan``, booleans,
+    HTTP dates and garbage are None (the caller's own backoff then decides)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except (ValueError, OverflowError):
+            return None  # an HTTP date is legal but unused by kube-apiserver
+    if not isinstance(value, int | float):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int too large for a float
+        return MAX_RETRY_AFTER
+    if seconds != seconds:  # nan
+        return None
+    return min(max(0.0, seconds), MAX_RETRY_AFTER)
+
+
 def _retry_after(headers: Any, status: dict[str, Any] | None) -> float | None:
     raw = headers.get("Retry-After") if headers is not None else None
     if raw is not None:
-        try:
-            return max(0.0, float(raw))
-        except ValueError:
-            pass  # an HTTP date is legal but unused by kube-apiserver; fall through
+        seconds = _seconds(raw)
+        if seconds is not None:
+            return seconds
     if status:
         details = status.get("details")
-        after = details.get("retryAfterSeconds") if isinstance(details, dict) else None
-        if isinstance(after, int | float) and not isinstance(after, bool):
-            return float(after)
+        if isinstance(details, dict):
+            return _seconds(details.get("retryAfterSeconds"))
     return None
 
 

@@ -88,6 +88,53 @@ class Elector(Protocol):
     def reset(self) -> None: ...
 
 
+class ElectorHealthView(Protocol):
+    """What the health rules read of an elector's ``health`` (``watchkeeper.leader.
+    ElectorHealth`` is one; duck-typed because the leader module sits above this one)."""
+
+    @property
+    def lease(self) -> str: ...
+
+    @property
+    def state(self) -> Any: ...  # an enum whose value is "degraded" while attempts fail
+
+    @property
+    def last_error(self) -> str | None: ...
+
+    @property
+    def consecutive_failures(self) -> int: ...
+
+    def non_functioning_for(self, now: float) -> float: ...
+
+
+def elector_health(elector: object) -> ElectorHealthView | None:
+    """The elector's ``health`` if it has one (the Elector protocol does not require it)."""
+    health = getattr(elector, "health", None)
+    return health if callable(getattr(health, "non_functioning_for", None)) else None
+
+
+def elector_problems(
+    health: ElectorHealthView, now: float, unready_after: float | None,
+    max_unhealthy: float | None,
+) -> tuple[str | None, str | None]:
+    """(why not ready, why fatal) for an elector, or None for each that does not apply.
+
+    The rule: an elector whose attempts to reach its lease have failed without a success
+    for longer than ``unready_after`` is not ready; longer than ``max_unhealthy``, fatal.
+    A blip shorter than that (one 503, a reset) is retried and only shows as ``degraded``."""
+    if getattr(health.state, "value", health.state) != "degraded":
+        return None, None
+    down = health.non_functioning_for(now)
+    what = (f"lease {health.lease}: the leader elector has not reached its lease for "
+            f"{down:.0f} s ({health.consecutive_failures} failed attempts in a row")
+    unready = fatal = None
+    if unready_after is not None and down > unready_after:
+        unready = f"{what}, elector_unready_after {unready_after:g} s): {health.last_error}"
+    if max_unhealthy is not None and down >= max_unhealthy:
+        fatal = f"{what}, max_unhealthy {max_unhealthy:g} s): {health.last_error}"
+    return unready, fatal
+
+
 @dataclass(frozen=True)
 class ControllerConfig:
     """``concurrency``: reconciles at once (each object at most one); ``debounce``: delay
@@ -96,7 +143,12 @@ class ControllerConfig:
 
     Readiness fails by the reconcile rule once no reconcile succeeded for
     ``failure_window`` seconds while at least ``failure_min_attempts`` failed since, on at
-    least two objects (None: never); the first success makes it ready again."""
+    least two objects (None: never); the first success makes it ready again.
+
+    With an elector (``run(elector=...)``), readiness fails once the elector's attempts to
+    reach its lease have failed for longer than ``elector_unready_after`` seconds (None:
+    never); past ``max_unhealthy``, ``run()`` raises ``ControllerUnhealthy`` naming
+    "leader election"."""
 
     concurrency: int = 4
     debounce: float = 0.0
@@ -108,6 +160,7 @@ class ControllerConfig:
     on_leadership_lost: Literal["exit", "reacquire"] = "exit"
     failure_window: float | None = 300.0
     failure_min_attempts: int = 5
+    elector_unready_after: float | None = 30.0
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -119,7 +172,8 @@ class ControllerConfig:
         for name in ("debounce", "shutdown_timeout"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0 seconds")
-        for name in ("max_unhealthy", "reconcile_timeout", "rate_limit", "failure_window"):
+        for name in ("max_unhealthy", "reconcile_timeout", "rate_limit", "failure_window",
+                     "elector_unready_after"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"{name} must be > 0 or None, got {value}")
@@ -232,6 +286,7 @@ class Controller:
         self.results: dict[str, int] = self.stats.results
         self.durations = DurationHistogram()
         self._supervisor: Supervisor | None = None
+        self._elector: Elector | None = None
 
     def _add(
         self,
@@ -290,6 +345,11 @@ class Controller:
         return self._supervisor
 
     @property
+    def elector(self) -> Elector | None:
+        """The elector of the current (or last) ``run``, if any."""
+        return self._elector
+
+    @property
     def queue_depth(self) -> int:
         return len(self._scheduler) if self._scheduler is not None else 0
 
@@ -331,6 +391,13 @@ class Controller:
                     f"{task.describe()} (not working for {down:.0f} s, "
                     f"max_unhealthy {limit:g} s)"
                 )
+        eh = elector_health(self._elector)
+        if eh is not None:
+            unready, dead = elector_problems(eh, now, self.config.elector_unready_after, limit)
+            if unready is not None:
+                problems["leader election"] = unready
+            if dead is not None:
+                fatal["leader election"] = dead
         if problems:
             state = WatchState.DEGRADED
         return ControllerHealth(
@@ -382,6 +449,7 @@ class Controller:
         rate = self.config.rate_limit
         limiter = _TokenBucket(rate, loop.time) if rate else None
         sup = self._supervisor = Supervisor(f"controller {main.name}")
+        self._elector = elector
         feeders = [f"trigger {t.name}" for t in self.triggers]
         workers = [f"worker {i + 1}" for i in range(self.config.concurrency)]
         work = functools.partial(
@@ -509,10 +577,19 @@ class Controller:
                     except Exception as exc:  # the user's hook: its error must not end the trigger
                         trig.hook_errors.record(exc, f"{trig.name}: {type(event.error).__name__}")
         except (WatcherUnhealthy, WatchGaveUp) as exc:
-            err = ControllerUnhealthy(f"controller trigger {trig.name!r} failed: {exc}", trig.name)
-            err.__cause__ = exc
-            assert self._supervisor is not None
-            self._supervisor.fail(err)
+            self._trigger_failed(trig, exc)
+        except ApiError as exc:
+            if exc.retriable:
+                raise  # not raised by a watcher today; the supervisor restarts the trigger
+            # The server rejected the watch as the caller's mistake (a malformed selector):
+            # no retry or administrator can fix it, so the run ends now, not at max_unhealthy.
+            self._trigger_failed(trig, exc)
+
+    def _trigger_failed(self, trig: Trigger, exc: BaseException) -> None:
+        err = ControllerUnhealthy(f"controller trigger {trig.name!r} failed: {exc}", trig.name)
+        err.__cause__ = exc
+        assert self._supervisor is not None
+        self._supervisor.fail(err)
 
     def _refs(self, trig: Trigger, obj: JSON) -> list[ObjectRef]:
         """What to reconcile for ``obj``; a mapper's error is logged and counted, never
@@ -637,7 +714,8 @@ class Controller:
 
     async def _watchdog(self) -> None:
         """End the run once a part has not worked for max_unhealthy: a reconcile stuck past
-        reconcile_timeout + max_unhealthy, or a task crash-looping that long."""
+        reconcile_timeout + max_unhealthy, a task crash-looping that long, or an elector
+        that has not reached its lease that long."""
         limit = self.config.max_unhealthy
         assert limit is not None
         timeout = self.config.reconcile_timeout

@@ -5,7 +5,12 @@ the pod is the loud signal of last resort. /readyz fails as soon as a cache is n
 a watch is degraded, a supervised task crashed, a reconcile is stuck, or every reconcile
 failed for ``ControllerConfig.failure_window`` seconds, with the reason in the body.
 ``/readyz?verbose`` is JSON: each watch, and each controller with its reconcile counts,
-last error, failing and stuck objects, mapper errors and tasks.
+last error, failing and stuck objects, mapper errors and tasks, and each leader elector.
+
+A leader elector fails readiness once its attempts to reach the lease have failed for
+longer than ``ControllerConfig.elector_unready_after`` (the controller that runs it applies
+the rule; a follower that reaches the lease stays ready: its caches are warm), and
+liveness past ``max_unhealthy``.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -20,6 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from watchkeeper.cache import Store
 from watchkeeper.controller import Controller
+from watchkeeper.controller.controller import elector_health, elector_problems
 from watchkeeper.errors import WatchkeeperError
 from watchkeeper.ops.metrics import Sources, WatchkeeperCollector
 from watchkeeper.supervisor import Supervisor
@@ -55,8 +62,15 @@ class HealthServer:
         self.sources.watches.append((health, store, max_unhealthy))
         return self
 
-    def add_elector(self, elector: Any) -> HealthServer:
+    def add_elector(
+        self, elector: Any, unready_after: float | None = None,
+        max_unhealthy: float | None = None,
+    ) -> HealthServer:
+        """Report a ``LeaderElector``. The thresholds apply only if no added controller
+        runs it (one that does applies its own ``ControllerConfig``): not ready once its
+        attempts have failed for ``unready_after`` s, not alive past ``max_unhealthy``."""
         self.sources.electors.append(elector)
+        self.sources.elector_limits[id(elector)] = (unready_after, max_unhealthy)
         return self
 
     def add_supervisor(self, supervisor: Supervisor) -> HealthServer:
@@ -80,6 +94,13 @@ class HealthServer:
                 )
         for c in self.sources.controllers:
             problems.extend(f"controller {c.name}: {why}" for why in c.health(now).fatal.values())
+        for e, controller in self.sources.all_electors():
+            h = elector_health(e)
+            if controller is None and h is not None:
+                unready_after, limit = self.sources.elector_limits.get(id(e), (None, None))
+                fatal = elector_problems(h, now, unready_after, limit)[1]
+                if fatal is not None:
+                    problems.append(f"leader election: {fatal}")
         return not problems, problems
 
     def readiness(self) -> tuple[bool, list[dict[str, Any]]]:
@@ -134,6 +155,10 @@ class HealthServer:
                     for t in h.tasks
                 ],
             })
+        for e, controller in self.sources.all_electors():
+            detail = self._elector_detail(e, controller, now, to_wall)
+            ok = ok and detail["ready"]
+            details.append(detail)
         for sup in self.sources.supervisors:
             problems = sup.problems()
             ok = ok and not problems
@@ -150,6 +175,45 @@ class HealthServer:
             })
         return ok, details
 
+    def _elector_detail(
+        self, elector: Any, controller: Controller | None, now: float,
+        to_wall: Callable[[float | None], float | None],
+    ) -> dict[str, Any]:
+        """One elector for /readyz?verbose: who holds the lease, our state and since when,
+        the last error and how many attempts failed in a row."""
+        h = elector_health(elector)
+        detail: dict[str, Any] = {
+            "resource": f"lease {getattr(elector, 'name', '?')}",
+            "lease": getattr(elector, "name", None),
+            "identity": getattr(elector, "identity", None),
+            "leader": bool(getattr(elector, "is_leader", False)),
+            "run_by": f"controller {controller.name}" if controller is not None else None,
+        }
+        if h is None:  # an elector without health: nothing to judge it by
+            detail.update(ready=True, problem=None)
+            return detail
+        if controller is not None:
+            problem = controller.health(now).problems.get("leader election")
+        else:
+            unready_after, limit = self.sources.elector_limits.get(id(elector), (None, None))
+            problem = elector_problems(h, now, unready_after, limit)[0]
+        detail.update({
+            "ready": problem is None,
+            "problem": problem,
+            "state": str(getattr(h.state, "value", h.state)),
+            # (no time before the elector first ran: its ``since`` means nothing yet)
+            "since": (to_wall(getattr(h, "since", None))
+                      if getattr(h, "functioning_since", 0.0) is not None else None),
+            "holder": getattr(h, "holder", None) or None,
+            "last_error": h.last_error,
+            "last_error_at": to_wall(getattr(h, "last_error_at", None)),
+            "consecutive_failures": h.consecutive_failures,
+            "failures": getattr(h, "failures", 0),
+            "errors": dict(getattr(h, "errors", {})),
+            "not_working_for": round(h.non_functioning_for(now), 1),
+        })
+        return detail
+
     # -- HTTP ----------------------------------------------------------------------------
 
     async def _healthz(self, request: web.Request) -> web.Response:
@@ -162,9 +226,10 @@ class HealthServer:
         if "verbose" in request.query:
             return web.json_response({
                 "ready": ok,
-                "watches": [d for d in details if "problems" not in d],
+                "watches": [d for d in details if "problems" not in d and "lease" not in d],
                 "controllers": [d for d in details if "controller" in d],
                 "supervisors": [d for d in details if "problems" in d and "controller" not in d],
+                "electors": [d for d in details if "lease" in d],
             }, status=200 if ok else 503)
         lines = [f"[{'+' if d['ready'] else '-'}] {d['resource']}{_why(d)}" for d in details]
         return web.Response(status=200 if ok else 503, text="\n".join(lines) + "\n")
@@ -229,6 +294,8 @@ def _why(detail: dict[str, Any]) -> str:
     """Why a part is not ready, on one line (empty when it is)."""
     if detail["ready"]:
         return ""
+    if "lease" in detail:  # a leader elector
+        return f": {detail.get('problem')}"
     if "problems" in detail:  # a controller
         return ": " + "; ".join(f"{part}: {why}" for part, why in detail["problems"].items())
     return f": {detail.get('state', '')} {detail.get('last_error') or ''}"

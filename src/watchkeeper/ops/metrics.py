@@ -21,12 +21,15 @@ from prometheus_client.registry import Collector
 
 from watchkeeper.cache import Store
 from watchkeeper.controller import Controller
+from watchkeeper.controller.controller import ElectorHealthView, elector_health
 from watchkeeper.supervisor import Supervisor, TaskState
 from watchkeeper.watcher import WatchHealth, WatchState
 
 STATE_VALUE = {WatchState.STARTING: 0, WatchState.HEALTHY: 1, WatchState.DEGRADED: 2}
 TASK_STATE_VALUE = {TaskState.DONE: 0, TaskState.RUNNING: 1, TaskState.DEGRADED: 2,
                     TaskState.FAILED: 3}
+#: ``ElectorState`` values (watchkeeper.leader, duck-typed here) as gauge values.
+ELECTOR_STATE_VALUE = {"starting": 0, "following": 1, "leading": 2, "degraded": 3}
 
 
 @dataclass
@@ -36,6 +39,9 @@ class Sources:
     watches: list[tuple[WatchHealth, Store | None, float | None]] = field(default_factory=list)
     controllers: list[Controller] = field(default_factory=list)
     electors: list[Any] = field(default_factory=list)  # LeaderElector (duck-typed)
+    #: id(elector) -> (unready_after, max_unhealthy) for electors no controller runs
+    elector_limits: dict[int, tuple[float | None, float | None]] = field(
+        default_factory=dict)
     supervisors: list[Supervisor] = field(default_factory=list)  # besides controllers' own
 
     def all_supervisors(self) -> Iterator[Supervisor]:
@@ -43,6 +49,15 @@ class Sources:
         for c in self.controllers:
             if c.supervisor is not None:
                 yield c.supervisor
+
+    def all_electors(self) -> Iterator[tuple[Any, Controller | None]]:
+        """Each elector once, with the controller that runs it (None: added on its own)."""
+        seen: set[int] = set()
+        runs = {id(c.elector): c for c in self.controllers if c.elector is not None}
+        for e in (*self.electors, *(c.elector for c in self.controllers)):
+            if e is not None and id(e) not in seen:
+                seen.add(id(e))
+                yield e, runs.get(id(e))
 
     def all_watches(self) -> Iterator[tuple[WatchHealth, Store | None, float | None]]:
         yield from self.watches
@@ -150,9 +165,32 @@ class WatchkeeperCollector(Collector):
         leader = GaugeMetricFamily(
             "watchkeeper_leader", "1 while this replica holds the lease", labels=["lease"]
         )
-        for e in self.sources.electors:
+        election_state = GaugeMetricFamily(
+            "watchkeeper_leader_election_state",
+            "Elector state: 0 starting, 1 following, 2 leading, 3 degraded (retrying)",
+            labels=["lease"],
+        )
+        election_failures = CounterMetricFamily(
+            "watchkeeper_leader_election_failures",
+            "Failed attempts to acquire, renew or check the lease, by error class",
+            labels=["lease", "error"],
+        )
+        consecutive = GaugeMetricFamily(
+            "watchkeeper_leader_election_consecutive_failures",
+            "Failed attempts since the last successful one (0 while the lease is reachable)",
+            labels=["lease"],
+        )
+        for e, _controller in self.sources.all_electors():
             leader.add_metric([e.name], 1 if e.is_leader else 0)
-        yield leader
+            eh: ElectorHealthView | None = elector_health(e)
+            if eh is None:
+                continue
+            state_name = str(getattr(eh.state, "value", eh.state))
+            election_state.add_metric([e.name], ELECTOR_STATE_VALUE.get(state_name, -1))
+            for error, n in getattr(eh, "errors", {}).items():
+                election_failures.add_metric([e.name, error], n)
+            consecutive.add_metric([e.name], eh.consecutive_failures)
+        yield from (leader, election_state, election_failures, consecutive)
         up = GaugeMetricFamily("watchkeeper_scrape_timestamp_seconds", "Time of this scrape")
         up.add_metric([], time.time())
         yield up

@@ -32,6 +32,28 @@ def render(body: dict[str, Any], console: Console) -> None:
         _render_controller(c, console)
     for s in body.get("supervisors", []):
         _render_tasks(str(s.get("resource")), s, console)
+    _render_electors(body.get("electors") or [], console)
+
+
+def _render_electors(electors: list[dict[str, Any]], console: Console) -> None:
+    """Leader election: who holds each lease, this replica's state and since when, the
+    last error and how many attempts failed in a row; why it is not ready, if so."""
+    if not electors:
+        return
+    table = Table(title="leader election")
+    for col in ("lease", "identity", "holder", "state", "for", "failures", "last error"):
+        table.add_column(col)
+    for e in electors:
+        table.add_row(
+            str(e.get("lease")), str(e.get("identity")), str(e.get("holder") or "-"),
+            str(e.get("state", "-")), _age(e.get("since")),
+            f"{e.get('consecutive_failures', 0)} in a row, {e.get('failures', 0)} in total",
+            str(e.get("last_error") or ""),
+        )
+    console.print(table)
+    for e in electors:
+        if not e.get("ready", True):
+            console.print(f"[red]not ready[/red] leader election: {e.get('problem')}")
 
 
 def _render_controller(c: dict[str, Any], console: Console) -> None:
@@ -85,9 +107,17 @@ def _render_tasks(
     console.print(table)
 
 
+def readyz_url(url: str) -> str:
+    """The verbose readiness URL; ``host:port`` without a scheme means plain HTTP, as the
+    probe server speaks (``urlparse`` would take ``localhost:8080``'s host for a scheme)."""
+    if "://" not in url:
+        url = "http://" + url
+    return url.rstrip("/") + "/readyz?verbose"
+
+
 async def print_status(url: str) -> int:
     console = Console()
-    target = url.rstrip("/") + "/readyz?verbose"
+    target = readyz_url(url)
     try:
         async with aiohttp.ClientSession() as session, session.get(
             target, timeout=aiohttp.ClientTimeout(total=10)

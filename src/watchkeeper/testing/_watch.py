@@ -223,7 +223,7 @@ class WatchStream:
                     continue
                 try:
                     ev: WatchEvent | None = await asyncio.wait_for(
-                        self.sub.queue.get(), max(0.0, wake - now)
+                        self.sub.queue.get(), max(0.001, wake - now)  # >0: no spin on virtual time
                     )
                 except TimeoutError:
                     continue
