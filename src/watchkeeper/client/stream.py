@@ -6,7 +6,7 @@ the heap; this path takes ~35 reads per 100,000 events into one preallocated buf
 ``decode_lines`` call per ~64 KiB piece (docs/decisions.md, "The watch stream"). The other
 verbs stay on aiohttp.
 
-Parity with ``Transport.stream``: the same base URL (scheme, host, port, path prefix), TLS
+Parity with the transport's other verbs: the same base URL (scheme, host, port, path prefix), TLS
 context (CA, skip-verify, client certificates including an exec plugin's), SNI
 (``tls-server-name``), auth and impersonation headers, a retry after a 401 with refreshed
 credentials, TCP keepalive, connect timeout, typed errors, Warning headers. Like the
@@ -48,7 +48,7 @@ from watchkeeper.client.server_warnings import parse_warnings
 if TYPE_CHECKING:
     from watchkeeper.client.transport import Transport
 
-__all__ = ["MAX_LINE_BYTES", "PIECE_BYTES", "FastWatchStream", "open_stream"]
+__all__ = ["MAX_LINE_BYTES", "PIECE_BYTES", "FastWatchStream", "WatchStream", "open_stream"]
 
 _KEEPIDLE, _KEEPINTVL, _KEEPCNT = 30, 10, 3
 _MAX_ERROR_BODY = 1 << 20
@@ -270,6 +270,10 @@ class FastWatchStream:
             else:
                 for env in envs:
                     yield event(env, None)
+
+
+# The public name (``watchkeeper.client.WatchStream``) of what ``Api.watch`` yields.
+WatchStream = FastWatchStream
 
 
 async def _read_body(proto: ResponseProtocol, where: dict[str, Any]) -> bytes:
