@@ -35,6 +35,7 @@ from watchkeeper.client import (
     Invalid,
     Timeout,
 )
+from watchkeeper.client._json import bounded_repr
 from watchkeeper.client._pieces import LazyPiece, PieceDecoder
 from watchkeeper.client.api import _NO_META, KeyFields, decode_line_object, key_fields
 from watchkeeper.client.errors import MAX_RETRY_AFTER, error_from_status
@@ -159,7 +160,8 @@ class _ObjectEvent(_EventFields):
         if self._line is not None:
             return (f"{type(self).__name__}(<not decoded: {self.namespace}/{self.name} "
                     f"rv={self.resource_version}>)")
-        return f"{type(self).__name__}(obj={self.obj!r})"
+        # Bounded: an object as deep as the apiserver stores would make repr() raise.
+        return f"{type(self).__name__}(obj={bounded_repr(self.obj)})"
 
 
 def _decoded(self: _ObjectEvent) -> JSON:
