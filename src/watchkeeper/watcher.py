@@ -480,6 +480,7 @@ class Watcher:
         streaming = cfg.initial_list == "streaming"
         previous_gone = False
         final_for: float | None = None  # the outage (functioning_since) of the last try
+        init_pending = False  # a paginated list is complete, its InitDone not yet given
         while True:
             try:
                 listed = False
@@ -488,6 +489,7 @@ class Watcher:
                     async for ev in self._paginated_list(progress):
                         yield ev
                     need_list, listed = False, True
+                    init_pending = True  # InitDone: once the watch is accepted (or refused)
                 async for batch in self._watch_once(progress, need_list and streaming, listed):
                     # Popped, not iterated: an event the consumer has dropped is freed at
                     # once, so a piece's decoded dicts are not all alive for each garbage
@@ -498,7 +500,7 @@ class Watcher:
                         while batch:
                             item = batch.pop()
                             if item.__class__ is InitDone:
-                                need_list = False
+                                need_list = init_pending = False
                             yield item
                     except GeneratorExit:
                         self._stopped_at(item)
@@ -506,6 +508,11 @@ class Watcher:
                 previous_gone = False
                 continue  # a normal end: re-watch at once from the last resourceVersion
             except ApiError as error:
+                if init_pending:
+                    # The list worked and the watch after it did not: the cache still gets
+                    # the whole list, before the error, as it would have without the watch.
+                    init_pending = False
+                    yield InitDone()
                 if streaming and need_list and _streaming_unsupported(error):
                     log.info(
                         "watch %s: server does not support streaming lists (%s); "
@@ -634,8 +641,10 @@ class Watcher:
                           path=self.api.resource_name) from None
 
     async def _paginated_list(self, progress: _Progress) -> AsyncIterator[Event]:
-        """One paginated LIST. Not progress by itself: a list may be allowed while the watch
-        is forbidden, so health recovers only once the watch that follows is accepted."""
+        """One paginated LIST, without its ``InitDone`` (``_watch_once`` gives it once the
+        watch that follows is accepted, ``_run`` if that watch fails). Not progress by
+        itself: a list may be allowed while the watch is forbidden, so health recovers only
+        once the watch that follows is accepted."""
         cfg = self.config
         yield InitStart()
         token: str | None = None
@@ -662,7 +671,6 @@ class Watcher:
             if not token:
                 break
         self.resource_version = list_rv
-        yield InitDone()
 
     def _stopped_at(self, ev: Event | None) -> None:
         """The consumer stopped inside a batch: resume from the last event it was given,
@@ -744,6 +752,11 @@ class Watcher:
                     # A watch that stays open is progress even on a quiet resource: without
                     # this, the backoff would keep growing after an outage until an event came.
                     stable = loop.call_later(min(STABLE_AFTER, timeout / 2), progress.progressed)
+                    if listed:
+                        # The list's InitDone once its watch is accepted: a cache is ready no
+                        # sooner than its watcher is healthy, so /readyz does not answer 503
+                        # between the two (the open takes a round trip, a new connection).
+                        yield [InitDone()]
                 async for envs in pieces:
                     delivered = True
                     if decoder.plain:

@@ -15,6 +15,7 @@ import msgspec
 import pytest
 
 import watchkeeper as wk
+from watchkeeper.testing import ApiServer
 from watchkeeper.watcher import INITIAL_EVENTS_END
 
 from .test_stream import HEAD, chunked, raw_server, respond_with
@@ -173,3 +174,49 @@ async def test_a_plain_piece_after_a_failure_is_progress_even_once_established(
     assert got == ["InitStart", "WatchError", "InitStart", "InitDone", "Apply"]
     assert w.health.state is wk.WatchState.HEALTHY
     assert backoff.resets == 1
+
+
+# -- the paginated list's InitDone and the watcher's health --------------------------------------
+
+
+async def test_init_done_of_a_list_comes_once_the_watch_is_accepted_so_health_agrees() -> None:
+    """A cache is ready (InitDone) no sooner than its watcher is healthy: the watch after
+    the list is accepted first. (Before: InitDone, then the watch opened on a new
+    connection while /readyz said 503 for the store-ready, watcher-starting moment.)"""
+    async with ApiServer() as srv, srv.client() as client:
+        srv.create_object({"apiVersion": "v1", "kind": "ConfigMap",
+                           "metadata": {"name": "a", "namespace": "default"}})
+        w = wk.watcher(client.api("configmaps", namespace="default"))
+        events = aiter(w)
+        async with asyncio.timeout(10):
+            async for ev in events:
+                if isinstance(ev, wk.InitDone):
+                    break
+        state, watches = w.health.state, srv.open_watches
+        await events.aclose()  # type: ignore[attr-defined]
+    assert state is wk.WatchState.HEALTHY
+    assert watches
+
+
+async def test_init_done_of_a_list_still_comes_when_the_watch_is_refused() -> None:
+    """List allowed, watch forbidden: the cache still gets the whole list (InitDone) before
+    the error, and the watcher is not healthy."""
+    async with ApiServer() as srv:
+        srv.add_user("lister")
+        srv.rbac.grant("lister", verbs=["list"], resources=["configmaps"])
+        srv.create_object({"apiVersion": "v1", "kind": "ConfigMap",
+                           "metadata": {"name": "a", "namespace": "default"}})
+        async with srv.client("lister") as client:
+            w = wk.watcher(client.api("configmaps", namespace="default"),
+                           wk.WatchConfig(max_unhealthy=None))
+            events = aiter(w)
+            got: list[str] = []
+            async with asyncio.timeout(10):
+                async for ev in events:
+                    got.append(type(ev).__name__)
+                    if isinstance(ev, wk.WatchError):
+                        assert isinstance(ev.error, wk.Forbidden)
+                        break
+            await events.aclose()  # type: ignore[attr-defined]
+    assert got == ["InitStart", "InitApply", "InitDone", "WatchError"]
+    assert w.health.state is wk.WatchState.DEGRADED
