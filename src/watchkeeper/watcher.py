@@ -480,17 +480,18 @@ class Watcher:
         streaming = cfg.initial_list == "streaming"
         previous_gone = False
         final_for: float | None = None  # the outage (functioning_since) of the last try
-        init_pending = False  # a paginated list is complete, its InitDone not yet given
         while True:
             try:
                 listed = False
+                held: list[Event] = []  # a list's last page and InitDone, until its watch opens
                 if need_list and not streaming:
                     health.relists += 1
-                    async for ev in self._paginated_list(progress):
+                    async for ev in self._paginated_list(progress, held):
                         yield ev
                     need_list, listed = False, True
-                    init_pending = True  # InitDone: once the watch is accepted (or refused)
-                async for batch in self._watch_once(progress, need_list and streaming, listed):
+                async for batch in self._watch_once(
+                    progress, need_list and streaming, held if listed else None
+                ):
                     # Popped, not iterated: an event the consumer has dropped is freed at
                     # once, so a piece's decoded dicts are not all alive for each garbage
                     # collection (measured: 6.2 -> 4.4 µs per event reading every lazy obj).
@@ -500,7 +501,7 @@ class Watcher:
                         while batch:
                             item = batch.pop()
                             if item.__class__ is InitDone:
-                                need_list = init_pending = False
+                                need_list = False
                             yield item
                     except GeneratorExit:
                         self._stopped_at(item)
@@ -508,11 +509,12 @@ class Watcher:
                 previous_gone = False
                 continue  # a normal end: re-watch at once from the last resourceVersion
             except ApiError as error:
-                if init_pending:
+                if held:
                     # The list worked and the watch after it did not: the cache still gets
                     # the whole list, before the error, as it would have without the watch.
-                    init_pending = False
-                    yield InitDone()
+                    for ev in held:
+                        yield ev
+                    held.clear()
                 if streaming and need_list and _streaming_unsupported(error):
                     log.info(
                         "watch %s: server does not support streaming lists (%s); "
@@ -640,11 +642,18 @@ class Watcher:
             raise Timeout(message, reason="Timeout", method=method,
                           path=self.api.resource_name) from None
 
-    async def _paginated_list(self, progress: _Progress) -> AsyncIterator[Event]:
-        """One paginated LIST, without its ``InitDone`` (``_watch_once`` gives it once the
-        watch that follows is accepted, ``_run`` if that watch fails). Not progress by
-        itself: a list may be allowed while the watch is forbidden, so health recovers only
-        once the watch that follows is accepted."""
+    async def _paginated_list(
+        self, progress: _Progress, held: list[Event]
+    ) -> AsyncIterator[Event]:
+        """One paginated LIST. Not progress by itself: a list may be allowed while the watch
+        is forbidden, so health recovers only once the watch that follows is accepted.
+
+        The last page's ``InitApply`` events and ``InitDone`` go into ``held``, not out:
+        ``_watch_once`` hands them out once that watch is accepted (``_run`` if it fails),
+        so a cache is ready no sooner than its watcher is healthy (``/readyz`` would answer
+        503 in between: the open takes a round trip on a new connection), and nothing is
+        awaited between the last page and ``InitDone`` (a controller that reconciles an
+        ``InitApply`` from the store finds the object there)."""
         cfg = self.config
         yield InitStart()
         token: str | None = None
@@ -663,14 +672,19 @@ class Watcher:
                 )
             if not token:
                 list_rv = page.resource_version
+            token = page.continue_token
+            if not token:
+                break
             for obj in page.items:
                 if strip:
                     _strip(obj)
                 yield InitApply(obj)
-            token = page.continue_token
-            if not token:
-                break
         self.resource_version = list_rv
+        for obj in page.items:
+            if strip:
+                _strip(obj)
+            held.append(InitApply(obj))
+        held.append(InitDone())
 
     def _stopped_at(self, ev: Event | None) -> None:
         """The consumer stopped inside a batch: resume from the last event it was given,
@@ -682,10 +696,11 @@ class Watcher:
                 self.resource_version = ev.resource_version
 
     async def _watch_once(
-        self, progress: _Progress, initial: bool, listed: bool = False
+        self, progress: _Progress, initial: bool, held: list[Event] | None = None
     ) -> AsyncIterator[list[Event]]:
         """One watch request; with ``initial`` it is a streaming list (sendInitialEvents);
-        ``listed``: a paginated list just succeeded, so an accepted watch is health again.
+        ``held``: a paginated list just succeeded (its last page and ``InitDone``, handed
+        out once this watch is accepted), so an accepted watch is health again.
 
         Yields the events of each decoded piece of the stream as one list; for a piece of
         ADDED/MODIFIED/DELETED only, the bookkeeping (resume version, counters, health) is
@@ -743,7 +758,7 @@ class Watcher:
                             raise error
                 else:
                     loop = asyncio.get_running_loop()
-                    if listed:
+                    if held is not None:
                         progress.established()  # the list worked and the watch is accepted
                     elif health.state is not _HEALTHY:
                         # A resumed watch that stays open works: health says so after a
@@ -752,11 +767,8 @@ class Watcher:
                     # A watch that stays open is progress even on a quiet resource: without
                     # this, the backoff would keep growing after an outage until an event came.
                     stable = loop.call_later(min(STABLE_AFTER, timeout / 2), progress.progressed)
-                    if listed:
-                        # The list's InitDone once its watch is accepted: a cache is ready no
-                        # sooner than its watcher is healthy, so /readyz does not answer 503
-                        # between the two (the open takes a round trip, a new connection).
-                        yield [InitDone()]
+                    if held is not None:
+                        yield held  # emptied by the consumer: popped in _run
                 async for envs in pieces:
                     delivered = True
                     if decoder.plain:

@@ -180,22 +180,28 @@ async def test_a_plain_piece_after_a_failure_is_progress_even_once_established(
 
 
 async def test_init_done_of_a_list_comes_once_the_watch_is_accepted_so_health_agrees() -> None:
-    """A cache is ready (InitDone) no sooner than its watcher is healthy: the watch after
-    the list is accepted first. (Before: InitDone, then the watch opened on a new
-    connection while /readyz said 503 for the store-ready, watcher-starting moment.)"""
+    """A cache is ready (InitDone) no sooner than its watcher is healthy: the last page and
+    InitDone are handed out once the watch after the list is accepted, with nothing awaited
+    between them. (Before: InitDone, then the watch opened on a new connection while
+    /readyz said 503 for the store-ready, watcher-starting moment.)"""
     async with ApiServer() as srv, srv.client() as client:
-        srv.create_object({"apiVersion": "v1", "kind": "ConfigMap",
-                           "metadata": {"name": "a", "namespace": "default"}})
-        w = wk.watcher(client.api("configmaps", namespace="default"))
+        for name in ("a", "b", "c"):
+            srv.create_object({"apiVersion": "v1", "kind": "ConfigMap",
+                               "metadata": {"name": name, "namespace": "default"}})
+        w = wk.watcher(client.api("configmaps", namespace="default"), wk.WatchConfig(page_size=2))
         events = aiter(w)
+        got: list[tuple[str, str, wk.WatchState, int]] = []
         async with asyncio.timeout(10):
             async for ev in events:
+                name = ev.name if isinstance(ev, wk.InitApply) else ""
+                got.append((type(ev).__name__, name, w.health.state, srv.open_watches))
                 if isinstance(ev, wk.InitDone):
                     break
-        state, watches = w.health.state, srv.open_watches
         await events.aclose()  # type: ignore[attr-defined]
-    assert state is wk.WatchState.HEALTHY
-    assert watches
+    starting, healthy = wk.WatchState.STARTING, wk.WatchState.HEALTHY
+    assert got == [("InitStart", "", starting, 0), ("InitApply", "a", starting, 0),
+                   ("InitApply", "b", starting, 0), ("InitApply", "c", healthy, 1),
+                   ("InitDone", "", healthy, 1)]
 
 
 async def test_init_done_of_a_list_still_comes_when_the_watch_is_refused() -> None:
