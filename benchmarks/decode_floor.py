@@ -17,7 +17,9 @@ from typing import Any
 
 import msgspec
 
-from watchkeeper.client.api import _decode_head  # what WatchConfig(lazy_decode=True) runs
+from watchkeeper.client.api import _Head  # what WatchConfig(lazy_decode=True) decodes
+
+_decode_head = msgspec.json.Decoder(_Head).decode
 
 
 class Envelope(msgspec.Struct):

@@ -1,5 +1,7 @@
-"""Where the time of one watch event goes: the same replay read with more and more of the
-stream's steps (read chunks, split lines, decode the head, decode everything).
+"""Where the time of one watch event goes on the aiohttp path the watch stream used before
+issue 11 (``client/stream.py`` replaced it; this keeps the figures in docs/benchmarks.md
+reproducible): the same replay read with more and more of the steps (read chunks, split
+lines, decode the head, decode everything), through the client's aiohttp session.
 
     python -m benchmarks.watch_breakdown [--events 100000]
 
@@ -18,9 +20,13 @@ STEPS = ("read chunks", "+ split lines", "+ head decode (lazy stream)",
 
 
 async def _measure(kc: str, namespace: str, rv: str, events: int, step: int) -> float:
+    import msgspec
+
     import watchkeeper as wk
-    from watchkeeper.client.api import _decode_any, _decode_head
+    from watchkeeper.client.api import _decode_any, _Head
     from watchkeeper.client.config import load_config
+
+    decode_head = msgspec.json.Decoder(_Head).decode
 
     async with wk.Client(load_config(kc)) as client:
         api = client.api("configmaps", namespace=namespace)
@@ -28,7 +34,12 @@ async def _measure(kc: str, namespace: str, rv: str, events: int, step: int) -> 
         params = {"watch": "true", "resourceVersion": rv}
         count = 0
         started = time.process_time()
-        async with client.transport.stream("GET", path, params=params) as reader:
+        transport = client.transport
+        session = await transport._get_session()
+        headers = await transport._headers("application/json", "GET", path)
+        async with session.get(transport._base + path, params=params, headers=headers,
+                               **transport._kwargs()) as resp:
+            reader = resp.content
             buf = b""
             while count < events:
                 chunk: bytes = await reader.readany()
@@ -42,7 +53,7 @@ async def _measure(kc: str, namespace: str, rv: str, events: int, step: int) -> 
                 count += len(lines)
                 if step == 2:
                     for line in lines:
-                        _decode_head(line)
+                        decode_head(line)
                 elif step == 3:
                     for line in lines:
                         _decode_any(line)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import watchkeeper as wk
-from watchkeeper.client.api import RawEvent, WatchStream
+from watchkeeper.client import RawEvent, WatchStream
 from watchkeeper_sim import ApiServer, crd_manifest
 
 JSON = dict[str, Any]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import watchkeeper as wk
-from watchkeeper.client._json import _encode_deep, decode_deep
+from watchkeeper.client._json import REPR_DEPTH, _encode_deep, bounded_repr, decode_deep
 from watchkeeper.client.exec_auth import ExecAuth, ExecPluginError
 
 from .rawserver import RawServer, Request, head, respond, stream
@@ -141,6 +142,49 @@ async def test_lazy_event_decoded_late_is_still_an_object(
             assert ev.name == "late"
             assert depth_of(ev.object["spec"]) == 3_000
             break
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+async def test_a_deep_event_can_be_shown_and_logged(
+    raw: RawServer, client: wk.Client, lazy: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """repr() of an event as deep as the apiserver stores (and so a log line or an assert
+    message showing it) must not raise RecursionError: deep levels are elided."""
+    raw.routes[CMS] = respond(200, object_list(rv="1"))
+    raw.watch_routes[CMS] = stream(event("ADDED", cm("deep", "2", APISERVER_DEPTH - 1)),
+                                   then_hang=True)
+    api = client.api("configmaps", namespace="default")
+    config = wk.WatchConfig(max_unhealthy=None, lazy_decode=lazy)
+    async for ev in wk.watcher(api, config, backoff=wk.ConstantBackoff(0.01)):
+        assert not isinstance(ev, wk.WatchError), ev
+        if isinstance(ev, wk.Apply):
+            break
+    assert depth_of(ev.obj["spec"]) == APISERVER_DEPTH - 1
+    shown = repr(ev)
+    assert shown.startswith("Apply(obj={'apiVersion': 'v1', 'kind': 'ConfigMap', 'metadata': "
+                            "{'name': 'deep', ")
+    assert "{'a': [{'a': [" in shown and ("[...]" in shown or "{...}" in shown)
+    assert len(shown) < 2_000
+    with caplog.at_level("INFO", logger="test.deep"):
+        logging.getLogger("test.deep").info("got %r", ev)
+    assert caplog.records[-1].getMessage() == f"got {shown}"
+
+
+def test_bounded_repr_is_the_builtin_repr_within_the_limit() -> None:
+    obj = {"metadata": {"name": "a", "labels": {"x": "1"}}, "data": [1, 2.5, None, True, ("t",)],
+           "deep": json.loads(nested(REPR_DEPTH - 1))}
+    assert bounded_repr(obj) == repr(obj)
+    assert repr(wk.Apply(obj)) == f"Apply(obj={obj!r})"
+    one_more = {"x": json.loads(nested(REPR_DEPTH))}
+    assert bounded_repr(one_more) != repr(one_more)
+    # The root and 99 levels of the 100 below it: the last dict shown holds an elided list.
+    assert bounded_repr(one_more).startswith("{'x': {'a': [{'a': [")
+    assert bounded_repr(one_more).endswith("{'a': [...]}" + "]}" * (REPR_DEPTH // 2 - 1) + "}")
+    cyclic: dict[str, Any] = {"a": 1}
+    cyclic["self"] = [cyclic, cyclic]  # a container inside itself: shown as `...`, as repr does
+    deep_cycle = {"d": json.loads(nested(200)), "c": cyclic}
+    assert "'self': [{...}, {...}]" in bounded_repr(deep_cycle)
+    assert bounded_repr(decode_deep(nested(APISERVER_DEPTH).encode()))  # checked without a stack
 
 
 async def test_list_body_deep_and_too_deep(raw: RawServer, client: wk.Client) -> None:

@@ -103,7 +103,9 @@ async def test_endless_line_is_cut_at_the_cap_and_memory_stays_bounded(raw: RawS
     async with wk.Client(wk.ClientConfig(server=raw.url), max_event_bytes=1_000_000) as client:
         err = await first_error(client.api("configmaps", namespace="default"), CONFIG)
     assert isinstance(err, wk.InvalidResponse) and "longer than 1000000 bytes" in str(err)
-    assert sent < 8_000_000  # read up to the cap (+ socket buffers), then dropped
+    # Read up to the cap, then dropped. ``sent`` also counts what sits in both kernels'
+    # socket buffers, which autotune (tcp_rmem allows 32 MiB here) with the reader's pace.
+    assert sent < 12_000_000
 
 
 async def test_trickled_line_times_out_within_the_idle_timeout(raw: RawServer) -> None:

@@ -60,19 +60,18 @@ async def eventually(check: Callable[[], bool], timeout: float = PATIENCE) -> No
             await asyncio.sleep(0.1)
 
 
-def count_watch_requests(client: wk.Client) -> Callable[[], int]:
-    """A spy on ``client``'s transport: how many watch requests it has sent so far (each one
-    still goes to the server unchanged)."""
-    real = client.transport.stream
+def count_watch_requests(api: wk.Api) -> Callable[[], int]:
+    """A spy on ``api``: how many watch requests it has opened so far (each one still goes
+    to the server unchanged)."""
+    real = api.watch
     sent = 0
 
-    def stream(method: str, path: str, **kw: Any) -> Any:
+    def watch(**kw: Any) -> Any:
         nonlocal sent
-        if (kw.get("params") or {}).get("watch") == "true":
-            sent += 1
-        return real(method, path, **kw)
+        sent += 1
+        return real(**kw)
 
-    client.transport.stream = stream
+    api.watch = watch  # type: ignore[method-assign]
     return lambda: sent
 
 
@@ -107,7 +106,7 @@ async def test_watcher_delivers_changes_and_resumes_without_relist(
 ) -> None:
     api = client.api("configmaps", namespace=namespace)
     await api.create(cm("before", namespace))
-    watches = count_watch_requests(client)
+    watches = count_watch_requests(api)
     w = wk.watcher(api, wk.WatchConfig(server_timeout=5, label_selector=MINE, lazy_decode=lazy))
 
     async def writer() -> None:

@@ -1,6 +1,6 @@
 """Talking to the API server: configuration, HTTP, resources, verbs and typed errors."""
 
-from watchkeeper.client.api import Api, ObjectList, RawEvent, WatchStream
+from watchkeeper.client.api import Api, ObjectList, RawEvent
 from watchkeeper.client.client import Client
 from watchkeeper.client.config import ClientConfig, ConfigError, Impersonation
 from watchkeeper.client.errors import (
@@ -20,6 +20,7 @@ from watchkeeper.client.errors import (
     Unauthorized,
 )
 from watchkeeper.client.resource import BUILTINS, Resource, UnknownResource
+from watchkeeper.client.stream import WatchStream
 from watchkeeper.client.transport import Timeouts
 
 __all__ = [

@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["MAX_DEPTH", "decode", "decode_deep", "encode"]
+__all__ = ["MAX_DEPTH", "REPR_DEPTH", "bounded_repr", "decode", "decode_deep", "encode"]
 
 APISERVER_MAX_DEPTH = 10_000
 """Go encoding/json's (and so kube-apiserver's) nesting limit for one object."""
@@ -191,3 +191,68 @@ def _scalar(value: Any) -> str:
     if value is None or isinstance(value, bool | int | float | str):
         return _plain_encode(value).decode()
     raise TypeError(f"cannot encode {type(value).__name__} as JSON")
+
+
+REPR_DEPTH = 100
+"""Levels of a decoded object that ``bounded_repr`` shows; deeper containers read ``...``."""
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests containers more than ``limit`` levels (iterative: no stack)."""
+    todo: list[tuple[Any, int]] = [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if depth > limit:
+            return True
+        todo.extend((c, depth + 1) for c in children if isinstance(c, dict | list | tuple))
+    return False
+
+
+def bounded_repr(value: Any, limit: int = REPR_DEPTH) -> str:
+    """``repr(value)``, except that containers nested deeper than ``limit`` levels are shown
+    as ``{...}``/``[...]``/``(...)``.
+
+    Python's ``repr`` of a dict recurses on the C stack and raises ``RecursionError`` at
+    about 1,000 levels, and objects as deep as the apiserver stores (10,000) do come in: an
+    event's repr, and so a log line or a test failure that shows one, must not raise. Objects
+    within the limit (all real ones) get exactly the builtin repr."""
+    if not isinstance(value, dict | list | tuple) or not _deeper_than(value, limit):
+        return repr(value)
+    out: list[str] = []
+    _repr_into(value, limit, out, set())
+    return "".join(out)
+
+
+def _repr_into(value: Any, levels: int, out: list[str], path: set[int]) -> None:
+    """Append the repr of ``value`` showing ``levels`` levels of containers; ``path`` holds
+    the containers being written (a container inside itself is ``...``, as in ``repr``).
+    Recurses at most ``levels`` deep (REPR_DEPTH: far below the recursion limit)."""
+    if isinstance(value, dict):
+        opening, closing = "{", "}"
+    elif isinstance(value, list):
+        opening, closing = "[", "]"
+    elif isinstance(value, tuple):
+        opening, closing = "(", ")"
+    else:
+        out.append(repr(value))
+        return
+    if levels <= 0 or id(value) in path:
+        out.append(f"{opening}...{closing}")
+        return
+    path.add(id(value))
+    out.append(opening)
+    if isinstance(value, dict):
+        for i, (k, v) in enumerate(value.items()):
+            out.append(", " if i else "")
+            _repr_into(k, levels - 1, out, path)
+            out.append(": ")
+            _repr_into(v, levels - 1, out, path)
+    else:
+        for i, v in enumerate(value):
+            out.append(", " if i else "")
+            _repr_into(v, levels - 1, out, path)
+        if isinstance(value, tuple) and len(value) == 1:
+            out.append(",")
+    out.append(closing)
+    path.discard(id(value))

@@ -10,8 +10,8 @@ import asyncio
 import base64
 import socket
 import ssl
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -225,94 +225,6 @@ class Transport:
                 ), self._secrets(headers))
             return Response(status, resp_headers, data)
         raise AssertionError("unreachable")  # pragma: no cover
-
-    @asynccontextmanager
-    async def stream(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, str] | None = None,
-        accept: str = "application/json",
-        read_timeout: float | None = None,
-    ) -> AsyncIterator[_GuardedReader]:
-        """Open a streaming response; yields its body reader. Errors are typed ApiErrors.
-
-        ``read_timeout`` bounds each read, so a silent stream fails with ``Timeout``.
-        """
-        for attempt in (1, 2):
-            headers = await self._headers(accept, method, path)
-            timeout = aiohttp.ClientTimeout(
-                total=None, sock_connect=self.timeouts.connect, sock_read=read_timeout
-            )
-            failure: BaseException | None = None
-            try:
-                resp = await (await self._get_session()).request(
-                    method,
-                    self._base + path,
-                    params=params,
-                    headers=headers,
-                    timeout=timeout,
-                    allow_redirects=False,
-                    **self._kwargs(),
-                )
-            except BaseException as exc:
-                failure = self._failure(exc, method, path, headers)
-                if failure is exc:
-                    raise
-            if failure is not None:
-                raise failure  # outside the handler: nothing of aiohttp's in its chain
-            try:
-                self._warn(resp.headers)
-                if resp.status == 401 and attempt == 1:
-                    await self._refresh_credentials()
-                    continue
-                if resp.status >= 400:
-                    try:
-                        data = await resp.read()
-                    except BaseException as exc:
-                        failure = self._failure(exc, method, path, headers)
-                        if failure is exc:
-                            raise
-                    if failure is not None:
-                        raise failure
-                    raise _scrubbed(error_from_response(
-                        resp.status, data, method=method, path=path, headers=resp.headers
-                    ), self._secrets(headers))
-                yield _GuardedReader(resp.content, method, path, self._secrets(headers))
-                return
-            finally:
-                # A fully read body can go back to the pool; an abandoned one must not.
-                if resp.content.at_eof():
-                    resp.release()
-                else:
-                    resp.close()
-        raise AssertionError("unreachable")  # pragma: no cover
-
-
-class _GuardedReader:
-    """Wraps the body reader so transport failures mid-stream become typed errors."""
-
-    def __init__(
-        self, content: aiohttp.StreamReader, method: str, path: str, secrets: list[str]
-    ) -> None:
-        self._content = content
-        self._method = method
-        self._path = path
-        self._secrets = secrets
-
-    async def readany(self) -> bytes:
-        failure: BaseException | None = None
-        try:
-            return await self._content.readany()
-        except BaseException as exc:
-            failure = _failure(exc, self._method, self._path, self._secrets)
-            if failure is exc:
-                raise
-        raise failure  # outside the handler: nothing of aiohttp's in its chain
-
-    def at_eof(self) -> bool:
-        return self._content.at_eof()
 
 
 def _encoding(config: ClientConfig) -> dict[str, str]:

@@ -1,0 +1,111 @@
+"""A minimal replay server: answers every watch request with the captured watch body in
+~256 KiB HTTP chunks, from memory, at near-zero CPU, so that events/s measures the client
+and not the server (the simulator encodes and writes each event; its serving rate capped
+events/s at ~3x lightkube). Plain HTTP or TLS (a trustme CA; the kubeconfig trusts it).
+
+    python -m benchmarks._replay --body FILE --kubeconfig OUT [--tls]
+
+Prints ``READY <port>`` when listening. Any other request gets a 404 Status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import ssl
+import sys
+from pathlib import Path
+
+CHUNK = 256 << 10
+_404 = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                   "reason": "NotFound", "code": 404, "message": "replay: not found"}).encode()
+
+
+def framed(body: bytes, size: int = CHUNK) -> list[bytes]:
+    """The body as HTTP/1.1 chunks (header, payload, CRLF), built once."""
+    out = [b"%x\r\n%s\r\n" % (len(body[i:i + size]), body[i:i + size])
+           for i in range(0, len(body), size)]
+    out.append(b"0\r\n\r\n")
+    return out
+
+
+async def serve(chunks: list[bytes], ctx: ssl.SSLContext | None) -> asyncio.Server:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            target = head.split(b" ", 2)[1].lower()
+            if b"watch=true" in target or b"watch=1" in target:
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Transfer-Encoding: chunked\r\n\r\n")
+                for c in chunks:
+                    writer.write(c)
+                    await writer.drain()
+            else:
+                writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n%s" % (len(_404), _404))
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
+            pass
+        finally:
+            writer.close()
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0, ssl=ctx, backlog=64)
+
+
+def kubeconfig(url: str, ca_pem: bytes | None) -> dict[str, object]:
+    import base64
+
+    cluster: dict[str, object] = {"server": url}
+    if ca_pem is not None:
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
+    return {
+        "apiVersion": "v1", "kind": "Config", "current-context": "replay",
+        "clusters": [{"name": "replay", "cluster": cluster}],
+        "users": [{"name": "replay", "user": {"token": "replay-token"}}],
+        "contexts": [{"name": "replay", "context": {"cluster": "replay", "user": "replay",
+                                                    "namespace": "watch"}}],
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--body", required=True)
+    p.add_argument("--kubeconfig", required=True)
+    p.add_argument("--tls", action="store_true")
+    a = p.parse_args()
+    chunks = framed(Path(a.body).read_bytes())
+    ctx: ssl.SSLContext | None = None
+    ca_pem: bytes | None = None
+    if a.tls:
+        import trustme
+
+        ca = trustme.CA()
+        cert = ca.issue_cert("127.0.0.1", "localhost")
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        cert.configure_cert(ctx)
+        ca_pem = ca.cert_pem.bytes()
+
+    def write_kubeconfig(port: int) -> None:
+        import yaml
+
+        scheme = "https" if ctx is not None else "http"
+        url = f"{scheme}://127.0.0.1:{port}"
+        Path(a.kubeconfig).write_text(yaml.safe_dump(kubeconfig(url, ca_pem)))
+
+    async def run() -> None:
+        server = await serve(chunks, ctx)
+        port = server.sockets[0].getsockname()[1]
+        write_kubeconfig(port)
+        print(f"READY {port}", flush=True)
+        async with server:
+            await server.serve_forever()
+
+    try:
+        asyncio.run(run())
+    except KeyboardInterrupt:
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

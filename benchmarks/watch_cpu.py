@@ -1,0 +1,180 @@
+"""Client CPU per watch event, interleaved rounds, against a replay server (plain and TLS).
+
+The simulator makes ``--events`` ConfigMap modifications once; their watch body is captured
+(the same bytes every client receives) and served by ``benchmarks._replay`` from memory in
+~256 KiB chunks, so the server costs next to nothing and events/s measures the client. Each
+round runs every client once, in its own process, in an order rotated per round; the measure
+is client CPU per event, and each watchkeeper row is compared with lightkube sync by the
+median of the per-round ratios (same round, same machine load). The load average is
+recorded per round. The client code is ``benchmarks.watch_throughput``'s.
+
+    python -m benchmarks.watch_cpu [--events 100000] [--rounds 7] [--tls] [--clients a,b]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks._common import PYTHON, ROOT, fmt_num, markdown_table, run_child, save_results
+
+BASELINE = "lightkube"
+DEFAULT_CLIENTS = (
+    "watchkeeper-watcher-lazy", "watchkeeper-watcher", "watchkeeper-watcher-lazy-obj",
+    "watchkeeper-stream", "watchkeeper-stream-lazy",
+    "lightkube", "lightkube-async", "kubernetes", "kubernetes_asyncio",
+)
+# Peers this slow (≥ 40 µs per event) get fewer events per round: CPU per event is the measure.
+SLOW = {"kubernetes_asyncio": 20_000, "kr8s": 10_000, "kopf": 5_000}
+
+
+def capture(events: int, objects: int, path: Path) -> dict[str, Any]:
+    """Make the modifications in the simulator and capture their watch body to ``path``."""
+    from benchmarks._server import SimProcess
+    from benchmarks.watch_throughput import NAMESPACE, raw_watch
+
+    with SimProcess(history=events + objects + 1000) as sim:
+        sim.call("seed", namespace=NAMESPACE, count=objects)
+        mod = sim.call("modify", namespace=NAMESPACE, objects=objects, count=events)
+        body, _ = raw_watch(str(sim.kubeconfig), NAMESPACE, str(mod["rv_before"]), events,
+                            keep=True)
+    path.write_bytes(body)
+    return {"rv_before": str(mod["rv_before"]), "rv_after": str(mod["rv_after"])}
+
+
+class Replay:
+    """The replay server process."""
+
+    def __init__(self, body: Path, tls: bool, tmp: Path) -> None:
+        self.kubeconfig = tmp / ("replay-tls.kubeconfig" if tls else "replay.kubeconfig")
+        cmd = [PYTHON, "-m", "benchmarks._replay", "--body", str(body),
+               "--kubeconfig", str(self.kubeconfig)] + (["--tls"] if tls else [])
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                                     env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.startswith("READY"):
+            raise RuntimeError(f"replay server did not start: {line!r}")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def run(events: int, objects: int, rounds: int, clients: list[str], tls: bool,
+        body_path: Path | None) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="wk-cpu-") as tmp_s:
+        tmp = Path(tmp_s)
+        body = body_path or tmp / "watch-body.jsonl"
+        meta_file = body.with_suffix(".rv")
+        if body.exists() and meta_file.exists():
+            rv0, last_rv = meta_file.read_text().split()
+        else:
+            info = capture(events, objects, body)
+            rv0, last_rv = info["rv_before"], info["rv_after"]
+            meta_file.write_text(f"{rv0} {last_rv}")
+        size = body.stat().st_size
+        print(f"# capture: {size / 1e6:.1f} MB, {size / events:.0f} bytes/event", file=sys.stderr)
+        server = Replay(body, tls, tmp)
+        rows: dict[str, list[dict[str, Any]]] = {c: [] for c in clients}
+        loads: list[list[float]] = []
+        try:
+            for rnd in range(rounds):
+                order = clients[rnd % len(clients):] + clients[:rnd % len(clients)]
+                loads.append(list(os.getloadavg()))
+                for name in order:
+                    n = min(events, SLOW.get(name, events))
+                    args = ["--child", name, "--kubeconfig", str(server.kubeconfig),
+                            "--namespace", "watch", "--rv", rv0, "--last-rv", last_rv,
+                            "--events", str(n), "--capture", str(body),
+                            "--server-pid", str(server.proc.pid)]
+                    res = run_child("watch_throughput", args, timeout=60 + n / 500,
+                                    env={"PYTHONPATH": str(ROOT / "src"),
+                                         "KUBECONFIG": str(server.kubeconfig)},
+                                    server_pid=server.proc.pid, quiet=False)
+                    res["round"] = rnd
+                    if res.get("ok"):
+                        res["cpu_us_per_event"] = res["cpu_s"] / res["events"] * 1e6
+                    rows[name].append(res)
+                    print(f"# round {rnd} {name:<30} "
+                          + (f"{res['cpu_us_per_event']:6.2f} µs/event "
+                             f"{res['events_per_s']:>9,.0f} ev/s" if res.get("ok")
+                             else f"FAILED {res.get('error', '')[:200]}"), file=sys.stderr)
+        finally:
+            server.stop()
+    return summarize(rows, loads, events, size, rounds, tls)
+
+
+def summarize(rows: dict[str, list[dict[str, Any]]], loads: list[list[float]], events: int,
+              size: int, rounds: int, tls: bool) -> dict[str, Any]:
+    base = {r["round"]: r for r in rows.get(BASELINE, []) if r.get("ok")}
+    out = []
+    for name, runs in rows.items():
+        ok = [r for r in runs if r.get("ok")]
+        ratios = [base[r["round"]]["cpu_us_per_event"] / r["cpu_us_per_event"]
+                  for r in ok if r["round"] in base]
+        out.append({
+            "client": name, "ok_rounds": len(ok), "rounds": len(runs),
+            "cpu_us_per_event_median": statistics.median(r["cpu_us_per_event"] for r in ok)
+            if ok else None,
+            "events_per_s_median": statistics.median(r["events_per_s"] for r in ok)
+            if ok else None,
+            "x_lightkube_median": statistics.median(ratios) if ratios else None,
+            "x_lightkube_min": min(ratios) if ratios else None,
+            "x_lightkube_max": max(ratios) if ratios else None,
+            "events_per_round": ok[0]["events"] if ok else None,
+            "errors": [r.get("error") for r in runs if not r.get("ok")][:2],
+            "runs": [{k: r.get(k) for k in ("round", "cpu_s", "wall_s", "events",
+                                              "events_per_s", "cpu_us_per_event",
+                                              "server_cpu_s", "rss_peak_kb", "other_load")}
+                     for r in runs],
+        })
+    return {"events": events, "rounds": rounds, "tls": tls, "body_bytes": size,
+            "bytes_per_event": size / events, "server": "benchmarks._replay (256 KiB chunks)",
+            "loadavg_per_round": loads, "baseline": BASELINE, "results": out}
+
+
+def table(data: dict[str, Any]) -> str:
+    rows = []
+    for r in sorted(data["results"], key=lambda r: r["cpu_us_per_event_median"] or 1e9):
+        rows.append([
+            r["client"], fmt_num(r["cpu_us_per_event_median"], 2),
+            fmt_num(r["x_lightkube_median"], 2) + "x" if r["x_lightkube_median"] else "—",
+            (f"{r['x_lightkube_min']:.2f}-{r['x_lightkube_max']:.2f}"
+             if r["x_lightkube_min"] else "—"),
+            fmt_num(r["events_per_s_median"]), f"{r['ok_rounds']}/{r['rounds']}",
+            fmt_num(r["events_per_round"]),
+        ])
+    return markdown_table(["client", "CPU µs/event (median)", "vs lightkube sync (median of "
+                           "same-round ratios)", "per-round range", "events/s (median)",
+                           "rounds ok", "events/round"], rows)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--events", type=int, default=100_000)
+    p.add_argument("--objects", type=int, default=1_000)
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--tls", action="store_true", help="the replay server speaks TLS")
+    p.add_argument("--clients", default=",".join(DEFAULT_CLIENTS))
+    p.add_argument("--body", type=Path, help="reuse (or keep) the captured body here")
+    a = p.parse_args(argv)
+    clients = [c.strip() for c in a.clients.split(",") if c.strip()]
+    t0 = time.time()
+    data = run(a.events, a.objects, a.rounds, clients, a.tls, a.body)
+    data["seconds"] = time.time() - t0
+    path = save_results("watch-cpu-tls" if a.tls else "watch-cpu", data)
+    print(table(data))
+    print(f"\nresults: {path}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,368 @@
+"""The receiving half of one HTTP/1.1 response, for the watch stream: an asyncio
+``BufferedProtocol`` that reads into one preallocated buffer and undoes the body framing
+(chunked, Content-Length or close-delimited) in place, so the decoder above sees the body
+as one contiguous run of bytes and no read allocates.
+
+Buffer layout, all offsets into ``buf`` (``r <= b <= p <= w``)::
+
+    [ consumed | r: body not yet taken | b: raw bytes not yet de-framed (p..w) | w: free ]
+
+De-framing only ever moves bytes towards the front (a chunk header is dropped and the
+payload slides over it), so it works in place. The consumer takes whole lines from
+``[r, b)``; reading pauses while more than ``HIGH_WATER`` bytes of complete body wait for a
+slow consumer, so memory stays bounded whatever the server sends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from multidict import CIMultiDict
+
+BUFFER_SIZE = 2 << 20  # preallocated per open watch
+MIN_FREE = 64 << 10  # compact or grow below this much free space
+HIGH_WATER = 1 << 20  # unconsumed body bytes that pause reading (when nobody waits)
+LOW_WATER = 256 << 10  # ... and resume it
+MAX_HEAD = 64 << 10  # status line + headers
+MAX_CHUNK_HEADER = 4096
+
+_IDLE, _HEAD, _CHUNKED, _LENGTH, _CLOSE, _DONE = range(6)
+
+
+class FramingError(Exception):
+    """The bytes are not a well-formed HTTP/1.1 response (never holds credentials)."""
+
+
+class Head:
+    """Status and headers of the response."""
+
+    __slots__ = ("headers", "reason", "status", "version")
+
+    def __init__(self, version: str, status: int, reason: str, headers: CIMultiDict[str]) -> None:
+        self.version, self.status, self.reason, self.headers = version, status, reason, headers
+
+
+def parse_head(data: bytes) -> Head:
+    """Status line and header fields (without the blank line that ends them)."""
+    try:
+        text = data.decode("latin-1")
+    except UnicodeDecodeError as exc:  # pragma: no cover - latin-1 decodes every byte
+        raise FramingError("undecodable response head") from exc
+    lines = text.split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+        raise FramingError(f"not an HTTP/1.x status line: {lines[0][:60]!r}")
+    headers: CIMultiDict[str] = CIMultiDict()
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, sep, value = line.partition(":")
+        if not sep or not name or name != name.strip():
+            raise FramingError(f"malformed header line: {line[:60]!r}")
+        headers.add(name, value.strip(" \t"))
+    return Head(parts[0], int(parts[1]), parts[2] if len(parts) > 2 else "", headers)
+
+
+class ResponseProtocol(asyncio.BufferedProtocol):
+    """Receives one response; ``take_lines``/``wait`` are the consumer's side."""
+
+    def __init__(self, max_line: int, buffer_size: int = BUFFER_SIZE) -> None:
+        self.max_line = max_line
+        self._size0 = buffer_size
+        self.buf = bytearray(buffer_size)
+        self.mv = memoryview(self.buf)
+        self.r = self.b = self.p = self.w = 0
+        self._scan = 0  # no newline in [r, _scan): a long line is searched only once
+        self._state = _IDLE
+        self._remaining = 0  # bytes left in the current chunk / Content-Length body
+        self._crlf = False  # a chunk's payload ended; its CRLF is still due
+        self.head: Head | None = None
+        self.head_ready: asyncio.Future[Head] | None = None
+        self.transport: asyncio.Transport | None = None
+        self.error: BaseException | None = None  # the connection's failure, once known
+        self.eof = False  # the body ended cleanly
+        self.closed = False
+        self.paused = False
+        self.waiting = False
+        self._waiter: asyncio.Future[None] | None = None
+        self.last_rx = 0.0
+        self._loop = asyncio.get_event_loop()
+        self.interim = 0  # 1xx responses skipped
+
+    # -- asyncio callbacks -----------------------------------------------------------------
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        self._state = _HEAD
+        self.head_ready = self._loop.create_future()
+        self.last_rx = self._loop.time()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if len(self.buf) - self.w < MIN_FREE:
+            self._compact()
+            if len(self.buf) - self.w < MIN_FREE:
+                self._grow()
+        # Never read much past the line cap: a line over it is failed at the next wake-up.
+        room = self.max_line + MIN_FREE - (self.w - self.r)
+        if room < len(self.buf) - self.w:
+            return self.mv[self.w:self.w + max(room, 4096)]
+        return self.mv[self.w:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.w += nbytes
+        self.last_rx = self._loop.time()
+        try:
+            self._deframe()
+        except FramingError as exc:
+            self.fail(exc)
+            return
+        if not self.paused and self.transport is not None:
+            if not self.waiting and self.b - self.r > HIGH_WATER:
+                self.paused = True
+                self.transport.pause_reading()
+            elif self.b - self.r > self.max_line and self._no_newline():
+                self.paused = True  # an over-long line: read no more, the consumer fails it
+                self.transport.pause_reading()
+        self._wake()
+
+    def _no_newline(self) -> bool:
+        start = max(self.r, self._scan)
+        if self.buf.find(b"\n", start, self.b) >= 0:
+            return False
+        self._scan = self.b
+        return True
+
+    def eof_received(self) -> bool | None:
+        self._end_of_input()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._end_of_input(exc)
+        self._wake()
+
+    # -- framing ------------------------------------------------------------------------------
+
+    def _end_of_input(self, exc: BaseException | None = None) -> None:
+        if self._state == _CLOSE:
+            self.b = self.p = self.w
+            self._state = _DONE
+            self.eof = True
+        elif self._state != _DONE and self.error is None:
+            self.error = FramingError("closed", exc) if exc is not None else FramingError("closed")
+            if self.head_ready is not None and not self.head_ready.done():
+                self.head_ready.set_exception(self.error)
+        self._wake()
+
+    def _deframe(self) -> None:
+        while True:
+            state = self._state
+            if state == _CHUNKED:
+                if not self._chunks():
+                    return
+            elif state == _LENGTH:
+                n = min(self._remaining, self.w - self.p)
+                self._move(n)
+                self._remaining -= n
+                if self._remaining == 0:
+                    self._finish()
+                return
+            elif state == _CLOSE:
+                self._move(self.w - self.p)
+                return
+            elif state == _HEAD:
+                if not self._head():
+                    return
+            else:  # _DONE: trailing bytes after the body are ignored (we close anyway)
+                return
+
+    def _move(self, n: int) -> None:
+        """Append ``n`` raw bytes at ``p`` to the body (a memmove when framing was dropped)."""
+        p, b = self.p, self.b
+        if p != b:
+            self.mv[b:b + n] = self.mv[p:p + n]
+        self.b, self.p = b + n, p + n
+
+    def _chunks(self) -> bool:
+        """De-chunk what has arrived; False when more bytes are needed."""
+        buf, w = self.buf, self.w
+        while True:
+            if self._remaining:
+                n = min(self._remaining, w - self.p)
+                self._move(n)
+                self._remaining -= n
+                if self._remaining:
+                    return False
+                self._crlf = True
+            p = self.p
+            if self._crlf:
+                if w - p < 2:
+                    return False
+                if buf[p:p + 2] != b"\r\n":
+                    raise FramingError("chunk not followed by CRLF")
+                p = self.p = p + 2
+                self._crlf = False
+            eol = buf.find(b"\r\n", p, w)
+            if eol < 0:
+                if w - p > MAX_CHUNK_HEADER:
+                    raise FramingError("chunk header too long")
+                return False
+            semi = buf.find(b";", p, eol)
+            try:
+                size = int(buf[p:semi if semi >= 0 else eol], 16)
+            except ValueError:
+                raise FramingError("bad chunk size") from None
+            if size < 0:
+                raise FramingError("bad chunk size")
+            if size == 0:  # the last chunk; trailers (if any) end with an empty line
+                end = buf.find(b"\r\n\r\n", eol, w) if buf[eol + 2:eol + 4] != b"\r\n" else eol
+                if end < 0:
+                    return False
+                self.p = self.w = self.b  # nothing after the body matters
+                self._finish()
+                return False
+            self.p = eol + 2
+            self._remaining = size
+            if self.p == w:
+                return False
+
+    def _head(self) -> bool:
+        end = self.buf.find(b"\r\n\r\n", self.p, self.w)
+        if end < 0:
+            if self.w - self.p > MAX_HEAD:
+                raise FramingError("response head too long")
+            return False
+        head = parse_head(bytes(self.mv[self.p:end]))
+        start = end + 4
+        self.r = self.b = self.p = self._scan = start
+        if 100 <= head.status < 200 and head.status != 101:
+            self.interim += 1
+            return True  # skip an interim response; the real one follows
+        self.head = head
+        h = head.headers
+        te = h.get("Transfer-Encoding", "").lower()
+        if "chunked" in te:
+            self._state = _CHUNKED
+        elif "Content-Length" in h:
+            try:
+                self._remaining = int(h["Content-Length"])
+            except ValueError:
+                raise FramingError("bad Content-Length") from None
+            self._state = _LENGTH
+            if self._remaining == 0:
+                self._finish()
+        elif head.status in (204, 304):
+            self._finish()
+        else:
+            self._state = _CLOSE
+        if self.head_ready is not None and not self.head_ready.done():
+            self.head_ready.set_result(head)
+        return True
+
+    def _finish(self) -> None:
+        self._state = _DONE
+        self.eof = True
+        self._wake()
+
+    # -- memory -------------------------------------------------------------------------------
+
+    def _compact(self) -> None:
+        r = self.r
+        if r == 0:
+            return
+        w = self.w
+        if w > r:
+            self.mv[0:w - r] = self.mv[r:w]
+        self.r, self.b, self.p, self.w = 0, self.b - r, self.p - r, w - r
+        self._scan -= r
+
+    def _grow(self) -> None:
+        """Only for a line longer than the buffer (up to ``max_line``) or reads that came
+        while pausing took effect; shrinks back once the consumer has taken it all."""
+        size = len(self.buf)
+        limit = self.max_line + self._size0 + MIN_FREE
+        new = max(size * 2, self.w + MIN_FREE)
+        if new > limit:  # past it only by what a read brings: the consumer fails the line
+            new = max(limit, self.w + MIN_FREE)
+        grown = bytearray(new)
+        grown[:self.w] = self.mv[:self.w]
+        self.mv.release()
+        self.buf, self.mv = grown, memoryview(grown)
+
+    def reset_if_drained(self) -> None:
+        """All consumed: start again at the front (and drop a grown buffer)."""
+        if self.r == self.w:
+            self._scan -= self.r
+            self.r = self.b = self.p = self.w = 0
+            if len(self.buf) > self._size0:
+                self.mv.release()
+                self.buf = bytearray(self._size0)
+                self.mv = memoryview(self.buf)
+
+    # -- consumer side ------------------------------------------------------------------------
+
+    def take(self, piece: int) -> bytes | None:
+        """Whole lines from the body, about ``piece`` bytes, or None if none is complete."""
+        r, b = self.r, self.b
+        if r == b:
+            return None
+        buf = self.buf
+        end = r + piece
+        if end < b:
+            nl = buf.rfind(b"\n", r, end)
+            if nl < 0:
+                nl = buf.find(b"\n", max(end, self._scan), b)
+        else:
+            nl = buf.rfind(b"\n", max(r, self._scan), b)
+        if nl < 0:
+            self._scan = b
+            return None
+        data = bytes(self.mv[r:nl + 1])
+        self.r = self._scan = nl + 1
+        if self.paused and self.b - self.r < LOW_WATER:
+            self.resume()
+        return data
+
+    def pending_line(self) -> int:
+        """Bytes of a line that has begun but not ended."""
+        return self.b - self.r
+
+    def rest(self) -> bytes:
+        """What is left of the body after the last newline."""
+        return bytes(self.mv[self.r:self.b])
+
+    def resume(self) -> None:
+        if self.paused and self.transport is not None and not self.closed:
+            self.paused = False
+            self.transport.resume_reading()
+
+    async def wait(self) -> None:
+        """Until more bytes, the end, or a failure arrive."""
+        self.resume()
+        fut = self._waiter = self._loop.create_future()
+        self.waiting = True
+        try:
+            await fut
+        finally:
+            self.waiting = False
+            self._waiter = None
+
+    def _wake(self) -> None:
+        fut = self._waiter
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    def fail(self, exc: BaseException) -> None:
+        """Record a failure (first one wins), drop the connection, wake the consumer."""
+        if self.error is None:
+            self.error = exc
+        if self.head_ready is not None and not self.head_ready.done():
+            self.head_ready.set_exception(exc)
+        self.close()
+        self._wake()
+
+    def close(self) -> None:
+        t = self.transport
+        if t is not None and not self.closed:
+            t.abort()
