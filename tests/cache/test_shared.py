@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import watchkeeper as wk
+import watchkeeper.supervisor
 from watchkeeper.testing import ApiServer
 
 NS = "default"
@@ -341,3 +342,36 @@ async def test_the_key_tells_watches_apart(srv: ApiServer) -> None:
         # Other Clients never share.
         async with srv.client() as other:
             assert wk.SharedWatches.of(other).watch(base) is not shared.watch(base)
+
+
+async def test_a_crash_of_the_shared_task_is_supervised_and_seen_by_the_controller(
+    srv: ApiServer,
+) -> None:
+    """An index function that raises crashes the watch task: the supervisor restarts it
+    (a relist), the controller's health names the task meanwhile, subscribers go on."""
+    srv.create_object(cm("ok"))
+    seen: Counter[str] = Counter()
+    broken = {"on": True}
+
+    def by_name(obj: dict[str, Any]) -> list[str]:
+        if broken["on"] and wk.meta.name(obj) == "boom":
+            raise ValueError("index function bug")
+        return [wk.meta.name(obj)]
+
+    async with srv.client() as client:
+        api = client.api("configmaps", namespace=NS)
+        ctrl = wk.Controller(api, config())
+        ctrl.store.index_by("name", by_name)
+        task = asyncio.create_task(ctrl.run(recorder(seen)))
+        await eventually(lambda: seen["ok"] >= 1)
+        await api.create(cm("boom"))
+        status = ctrl.triggers[0].watch.task
+        assert status is not None
+        await eventually(lambda: status.status.state is wk.supervisor.TaskState.DEGRADED)
+        problems = ctrl.health().problems
+        assert any("index function bug" in why for why in problems.values()), problems
+        broken["on"] = False
+        await eventually(lambda: seen["boom"] >= 1)  # restarted: relisted, nothing lost
+        assert ctrl.store.by_index("name", "boom")
+        assert lists(srv) == 2 and not task.done()
+        await stop(task)

@@ -42,8 +42,10 @@ would report whatever vanished meanwhile; a consumer without one misses those de
 ``subscription.resyncs`` counts them, and each is logged once at WARNING.
 
 **Supervision.** The one task per shared watch runs under the registry's ``Supervisor``
-("shared watches"): an unexpected crash of it is restarted with backoff (the watch resumes
-from its last resourceVersion) and shows as a degraded task in ``handle.task``.
+("shared watches"): an unexpected crash (a bug, or an index function of the store that
+raises) is logged, shown as a degraded task in ``handle.task`` (a Controller's health
+reports it, and past ``max_unhealthy`` its run ends naming it) and restarted with backoff;
+the restarted watch lists again, which subscribers see as a relist.
 """
 
 from __future__ import annotations
@@ -66,7 +68,6 @@ from watchkeeper.watcher import (
     InitDone,
     InitStart,
     WatchConfig,
-    Watcher,
     WatcherUnhealthy,
     WatchGaveUp,
     WatchHealth,
@@ -224,7 +225,6 @@ class SharedWatch:
         self.error: BaseException | None = None  # what ended it, if anything did
         self._backoff = backoff
         self._subscribers: set[Subscription] = set()
-        self._watcher: Watcher | None = None
         self.name = f"watch {key}"
         self.task: TaskHandle | None = None
         self.starts = 0  # times the watch was started (by a first acquire)
@@ -241,7 +241,7 @@ class SharedWatch:
         return WatchHandle(self)
 
     def _start(self) -> None:
-        self.error, self._watcher = None, None
+        self.error = None
         self.starts += 1
         sup = self.registry._supervisor_now()
         loop = asyncio.get_running_loop()
@@ -284,15 +284,10 @@ class SharedWatch:
 
     async def _run(self) -> None:
         """The supervised task: one watcher, its events applied to the store then fanned out.
-        Resumes from the last resourceVersion after a crash, unless a list was cut short."""
-        previous = self._watcher
-        rv = previous.resource_version if previous is not None else None
-        if self._writer._buffer is not None:
-            rv = None  # a list was in progress: it must be done again
-        w = self._watcher = watcher(
-            self.api, self.config, backoff=self._backoff or DefaultBackoff(),
-            health=self.health, resource_version=rv,
-        )
+        After a crash it lists again: the event it crashed on may not be in the store, so
+        resuming from the watcher's resourceVersion could lose it."""
+        w = watcher(self.api, self.config, backoff=self._backoff or DefaultBackoff(),
+                    health=self.health)
         try:
             async for raw in w:  # reflector(), with the health bound once in __init__
                 for event in self._writer.apply(raw):
