@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -257,11 +259,47 @@ async def test_releasing_the_last_handle_closes_the_watch(srv: ApiServer) -> Non
         assert shared.watches() == []
         assert not one.store.ready  # nobody keeps it current any more
         await eventually(lambda: srv.open_watches == 0)
+        assert shared._watches == {}  # idle: forgotten (one still reads its last contents)
+        assert len(one.store) == 1
         # A new consumer starts it again: a fresh list and watch.
         async with shared.acquire(api) as three:
             await three.store.wait_until_ready(timeout=10)
-            assert three.store is one.store and len(three.store) == 1
+            assert len(three.store) == 1
         assert watches(srv) == 2 and lists(srv) == 2
+
+
+async def test_a_controller_run_twice_keeps_its_store_and_shares_again(srv: ApiServer) -> None:
+    srv.create_object(cm("x"))
+    async with srv.client() as client:
+        api = client.api("configmaps", namespace=NS)
+        a = wk.Controller(api, config())
+        store = a.store
+        seen: Counter[str] = Counter()
+        for _ in range(2):
+            stop_a = asyncio.Event()
+            seen.clear()
+            task = asyncio.create_task(a.run(recorder(seen), stop=stop_a))
+            await eventually(lambda: seen["x"] >= 1)
+            assert a.store is store and store.ready
+            b = wk.Controller(api, config())  # a newcomer shares a's running watch
+            assert b.store is store
+            stop_a.set()
+            await asyncio.wait_for(task, 10)
+            assert not store.ready
+        assert watches(srv) == 2 and lists(srv) == 2
+
+
+async def test_the_registry_goes_with_its_client(srv: ApiServer) -> None:
+    client = srv.client()
+    api = client.api("configmaps", namespace=NS)
+    async with wk.SharedWatches.of(client).acquire(api) as handle:
+        await handle.store.wait_until_ready(timeout=10)
+    assert wk.SharedWatches.of(client) is wk.SharedWatches.of(client)
+    await client.close()
+    gone = weakref.ref(client)
+    del client, api, handle
+    gc.collect()
+    assert gone() is None
 
 
 async def test_a_consumer_that_crashes_does_not_stop_the_others(srv: ApiServer) -> None:

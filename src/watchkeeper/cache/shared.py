@@ -29,9 +29,11 @@ subscription; an error that ends the watcher (``WatcherUnhealthy``, ``WatchGaveU
 ``ApiError`` only the caller can fix) is raised to every subscription, after the events
 before it (the next ``acquire`` starts the watch afresh).
 
-``shared.watch(api, config)`` gives the key's ``SharedWatch`` without holding it: its
-``store`` and ``health`` are the same objects for the life of the Client, so a Controller
-can hand out ``controller.store`` before it runs.
+``shared.watch(api, config)`` gives the key's ``SharedWatch`` without holding it, so a
+Controller can hand out ``controller.store`` before it runs; ``watch.acquire()`` holds it
+later. An idle watch (its last handle released) leaves the registry, keeping its store's
+last contents (not ready) for whoever still holds it; the next ``acquire`` of it starts it
+again and relists into that store (reporting what vanished meanwhile as ``Delete``).
 
 **A slow consumer** never holds up the watcher or the others: each subscription has a
 bounded queue (``max_queue`` events). When it is full the queue is emptied and the
@@ -52,7 +54,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from collections import deque
 from dataclasses import dataclass
 from types import TracebackType
@@ -234,7 +235,12 @@ class SharedWatch:
         return self.task is not None and not self.task.done()
 
     def acquire(self) -> WatchHandle:
-        """A handle on this watch, starting it if nobody held it (or it ended)."""
+        """A handle on the watch of this key, started if nobody held it (or it ended). That
+        is this watch unless it went idle and another consumer has started the key anew
+        since (then the handle's ``store`` is that one's: read it from the handle)."""
+        return self.registry._acquire(self)
+
+    def _acquire(self) -> WatchHandle:
         if not self.running:
             self._start()
         self.refs += 1
@@ -254,6 +260,7 @@ class SharedWatch:
         """The last handle went: stop the watch. The store keeps its last contents for whoever
         still reads them (a draining controller) but is no longer ready; a new start relists
         into it and reports what vanished meanwhile, as after any relist."""
+        self.registry._forget(self)  # idle: whoever still holds it keeps it, nobody else
         for sub in list(self._subscribers):
             sub.close()
         if self.task is not None:
@@ -375,7 +382,7 @@ class WatchHandle:
         await self.release()
 
 
-_registries: weakref.WeakKeyDictionary[Client, SharedWatches] = weakref.WeakKeyDictionary()
+_ATTRIBUTE = "_watchkeeper_shared_watches"  # the registry lives on its Client, and dies with it
 
 
 class SharedWatches:
@@ -393,9 +400,10 @@ class SharedWatches:
     @staticmethod
     def of(client: Client) -> SharedWatches:
         """The registry of ``client`` (created on first use, gone with the client)."""
-        registry = _registries.get(client)
-        if registry is None:
-            registry = _registries[client] = SharedWatches()
+        registry = client.__dict__.get(_ATTRIBUTE)
+        if not isinstance(registry, SharedWatches):
+            registry = SharedWatches()
+            setattr(client, _ATTRIBUTE, registry)
         return registry
 
     def __repr__(self) -> str:
@@ -434,3 +442,11 @@ class SharedWatches:
         (``config``'s fields outside the key and ``backoff`` count only when created here).
         Call it inside the event loop; ``await handle.release()`` when done."""
         return self.watch(api, config, backoff=backoff).acquire()
+
+    def _acquire(self, watch: SharedWatch) -> WatchHandle:
+        current = self._watches.setdefault(watch.key, watch)
+        return current._acquire()
+
+    def _forget(self, watch: SharedWatch) -> None:
+        if self._watches.get(watch.key) is watch:
+            del self._watches[watch.key]

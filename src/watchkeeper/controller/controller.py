@@ -560,6 +560,7 @@ class Controller:
         try:
             for t in self.triggers:
                 t.shared = t.watch.acquire()  # starts the watch unless another consumer did
+                t.store, t.health = t.shared.store, t.shared.health
             async with sup:
                 for t, name in zip(self.triggers, feeders, strict=True):
                     sup.spawn(name, functools.partial(self._feed, t, scheduler, on_watch_error),
