@@ -413,3 +413,24 @@ async def test_a_crash_of_the_shared_task_is_supervised_and_seen_by_the_controll
         assert ctrl.store.by_index("name", "boom")
         assert lists(srv) == 2 and not task.done()
         await stop(task)
+
+
+async def test_a_controller_started_late_reconciles_everything_without_a_new_list(
+    srv: ApiServer,
+) -> None:
+    for i in range(4):
+        srv.create_object(cm(f"c{i}"))
+    first: Counter[str] = Counter()
+    late: Counter[str] = Counter()
+    async with srv.client() as client:
+        api = client.api("configmaps", namespace=NS)
+        a = wk.Controller(api, config())
+        ta = asyncio.create_task(a.run(recorder(first)))
+        await eventually(lambda: len(first) == 4)
+        b = wk.Controller(api, config())
+        tb = asyncio.create_task(b.run(recorder(late)))
+        await eventually(lambda: len(late) == 4)  # the store's contents, as a relist
+        await api.create(cm("c4"))
+        await eventually(lambda: first["c4"] >= 1 and late["c4"] >= 1)
+        assert watches(srv) == 1 and lists(srv) == 1
+        await stop(ta, tb)
