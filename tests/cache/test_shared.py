@@ -374,9 +374,16 @@ async def test_the_key_tells_watches_apart(srv: ApiServer) -> None:
             (base, wk.WatchConfig(field_selector="metadata.name=x")),
             (base, wk.WatchConfig(metadata_only=True)),
             (base, wk.WatchConfig(strip_managed_fields=True)),
+            (base, wk.WatchConfig(max_unhealthy=None)),  # would give up at another time
         ]
         keys = {shared.watch(api, cfg).key for api, cfg in different}
         assert len(keys) == len(different) and shared.watch(base).key not in keys
+        # The same config object or an equal one, a page size: the same watch.
+        assert shared.watch(base, wk.WatchConfig(page_size=7)) is shared.watch(base)
+        # A backoff of one's own (it may give up: WatchGaveUp) is never imposed on others.
+        own = wk.DefaultBackoff()
+        assert shared.watch(base, backoff=own) is not shared.watch(base)
+        assert shared.watch(base, backoff=own) is shared.watch(base, backoff=own)
         # Other Clients never share.
         async with srv.client() as other:
             assert wk.SharedWatches.of(other).watch(base) is not shared.watch(base)

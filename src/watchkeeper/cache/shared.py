@@ -15,10 +15,12 @@ handle is released::
             async for event in events: ...          # the same events a watcher yields
 
 **The key** is the resource (group, version, plural), the namespace, the label and field
-selectors, ``metadata_only`` and ``strip_managed_fields`` (the two change what is cached).
-Everything else in the ``WatchConfig`` (page size, timeouts, ``max_unhealthy``...) and the
-backoff come from the consumer that started the watch. A ``Client`` is the unit of
-sharing: watches of two Clients are never shared.
+selectors, ``metadata_only`` and ``strip_managed_fields`` (the two change what is cached),
+and what decides when the watch gives up, so no consumer gets an error it did not ask for:
+``max_unhealthy``, and a backoff the consumer brought itself (by identity: two consumers
+with backoffs of their own never share; the default one, ``None``, does). The rest of the
+``WatchConfig`` (page size, timeouts, list strategy...) comes from the consumer that
+started the watch. A ``Client`` is the unit of sharing: two Clients never share a watch.
 
 **Events.** Each subscription gets every event after it subscribed. One that joins once
 the store has listed first gets the store's current contents as ``InitStart``,
@@ -94,9 +96,11 @@ class WatchKey:
     field_selector: str | None
     metadata_only: bool
     strip_managed_fields: bool
+    max_unhealthy: float | None
+    backoff: int | None  # id() of a consumer's own backoff; None: the default one
 
     @staticmethod
-    def of(api: Api, config: WatchConfig) -> WatchKey:
+    def of(api: Api, config: WatchConfig, backoff: Backoff | None = None) -> WatchKey:
         """The key for ``api`` watched with ``config``, without any request: a built-in or an
         already resolved resource by group/version/plural, a CRD not yet looked up by the
         name it was given (so spell it the same way in every consumer to share it)."""
@@ -111,7 +115,8 @@ class WatchKey:
             group, version, plural = "", "", given.strip()
         return WatchKey(group, version, plural, namespace, config.label_selector or None,
                         config.field_selector or None, config.metadata_only,
-                        config.strip_managed_fields)
+                        config.strip_managed_fields, config.max_unhealthy,
+                        None if backoff is None else id(backoff))
 
     def __str__(self) -> str:
         name = f"{self.resource}.{self.group}" if self.group else self.resource
@@ -427,9 +432,9 @@ class SharedWatches:
         self, api: Api, config: WatchConfig | None = None, *, backoff: Backoff | None = None
     ) -> SharedWatch:
         """The shared watch of ``api`` with ``config``, created (not started) if need be;
-        ``config``'s fields outside the key and ``backoff`` count only when created here."""
+        ``config``'s fields outside the key count only when created here."""
         config = config or WatchConfig()
-        key = WatchKey.of(api, config)
+        key = WatchKey.of(api, config, backoff)
         watch = self._watches.get(key)
         if watch is None:
             watch = self._watches[key] = SharedWatch(self, key, api, config, backoff)
@@ -439,7 +444,7 @@ class SharedWatches:
         self, api: Api, config: WatchConfig | None = None, *, backoff: Backoff | None = None
     ) -> WatchHandle:
         """A handle on the shared watch of ``api`` with ``config``, started if nobody held it
-        (``config``'s fields outside the key and ``backoff`` count only when created here).
+        (``config``'s fields outside the key count only when created here).
         Call it inside the event loop; ``await handle.release()`` when done."""
         return self.watch(api, config, backoff=backoff).acquire()
 
