@@ -12,7 +12,7 @@ from watchkeeper.backoff import (
     ExponentialBackoff,
     ResetTimerBackoff,
 )
-from watchkeeper.cache import Store, Writer, reflector
+from watchkeeper.cache import SharedWatches, Store, Subscription, WatchHandle, Writer, reflector
 from watchkeeper.client import (
     AlreadyExists,
     Api,
@@ -111,7 +111,9 @@ __all__ = [
     "ResetTimerBackoff",
     "Resource",
     "ServerError",
+    "SharedWatches",
     "Store",
+    "Subscription",
     "Supervisor",
     "TaskDied",
     "Timeout",
@@ -122,6 +124,7 @@ __all__ = [
     "WatchConfig",
     "WatchError",
     "WatchGaveUp",
+    "WatchHandle",
     "WatchHealth",
     "WatchState",
     "Watcher",

@@ -1,6 +1,7 @@
-"""The cache: a Store kept in step with a watcher by a reflector."""
+"""The cache: a Store kept in step with a watcher by a reflector; shared watches."""
 
 from watchkeeper.cache.reflector import reflector
+from watchkeeper.cache.shared import SharedWatches, Subscription, WatchHandle
 from watchkeeper.cache.store import Store, Writer
 
-__all__ = ["Store", "Writer", "reflector"]
+__all__ = ["SharedWatches", "Store", "Subscription", "WatchHandle", "Writer", "reflector"]

@@ -2,9 +2,14 @@
 changes; keep working through failures, and say so when it cannot.
 
 Each trigger (the main resource, ``owns`` children, ``watches`` relations) has its own
-supervised watcher, backoff, store and health, so one broken trigger never pauses the
-others. An object is never reconciled twice at once; requests are deduplicated with the
-earliest time winning; failures back off per object.
+supervised feeder, store and health, so one broken trigger never pauses the others. The
+watch behind a trigger, and its store and health, are shared with every other consumer of
+the same resource, namespace and selectors on the same ``Client`` (``SharedWatches``): two
+controllers on ConfigMaps, or a controller and an ``owns`` of its own kind, make one watch
+and keep one copy of each object; each trigger still sees every event.
+
+An object is never reconciled twice at once; requests are deduplicated with the earliest
+time winning; failures back off per object.
 
 Every background task of ``run`` is created by one ``Supervisor``, so none dies silently.
 What happens when one crashes unexpectedly (not a reconcile error: those are the error
@@ -37,7 +42,8 @@ from typing import Any, Literal, Protocol
 
 from watchkeeper import meta
 from watchkeeper.backoff import Backoff, DefaultBackoff, ExponentialBackoff
-from watchkeeper.cache import Store, Writer, reflector
+from watchkeeper.cache import SharedWatches, Store, Subscription, WatchHandle
+from watchkeeper.cache.shared import SharedWatch
 from watchkeeper.client import Api, ApiError, Resource
 from watchkeeper.controller.action import Action, ObjectRef
 from watchkeeper.controller.scheduler import Scheduler
@@ -54,7 +60,6 @@ from watchkeeper.watcher import (
     WatchGaveUp,
     WatchHealth,
     WatchState,
-    watcher,
 )
 
 log = logging.getLogger("watchkeeper.controller")
@@ -189,11 +194,12 @@ class Trigger:
     config: WatchConfig
     mapper: Mapper | None  # None: the main resource (maps to itself)
     store: Store
-    writer: Writer
+    watch: SharedWatch  # shared with every consumer of the same key on the same Client
     health: WatchHealth
     backoff: Backoff | None = None
     mapper_errors: ErrorLog = field(default_factory=lambda: ErrorLog("mapper"))
     hook_errors: ErrorLog = field(default_factory=lambda: ErrorLog("on_watch_error hook"))
+    shared: WatchHandle | None = None  # the shared watch while ``run`` holds it
 
 
 @dataclass
@@ -378,8 +384,9 @@ class Controller:
         base, n = name, 2
         while name in names:
             name, n = f"{base}#{n}", n + 1
-        store, writer = Store.new()
-        trig = Trigger(name, api, cfg, mapper, store, writer, WatchHealth(resource=name), backoff,
+        # The shared watch's store and health, the same objects before, during and after run.
+        shared = SharedWatches.of(api.client).watch(api, cfg, backoff=backoff)
+        trig = Trigger(name, api, cfg, mapper, shared.store, shared, shared.health, backoff,
                        ErrorLog(f"mapper of trigger {name!r}"),
                        ErrorLog(f"on_watch_error hook of trigger {name!r}"))
         self.triggers.append(trig)
@@ -455,6 +462,10 @@ class Controller:
         if failing:
             problems["reconciles failing"] = failing
         tasks = self._supervisor.statuses() if self._supervisor is not None else []
+        for t in self.triggers:  # the shared watches' tasks: a crash-looping one shows here
+            status = t.shared.task if t.shared is not None and not t.shared.released else None
+            if status is not None:
+                tasks.append(status)
         for task in tasks:
             if task.state not in (TaskState.DEGRADED, TaskState.FAILED):
                 continue
@@ -547,6 +558,9 @@ class Controller:
                    if self.config.handle_signals and not signals_handled_by_caller.get()
                    else _nothing)
         try:
+            for t in self.triggers:
+                t.shared = t.watch.acquire()  # starts the watch unless another consumer did
+                t.store, t.health = t.shared.store, t.shared.health
             async with sup:
                 for t, name in zip(self.triggers, feeders, strict=True):
                     sup.spawn(name, functools.partial(self._feed, t, scheduler, on_watch_error),
@@ -582,13 +596,22 @@ class Controller:
                 finally:
                     sup.begin_close()
                     await sup.cancel(*feeders, "watchdog", "stop signal", "leadership watch")
+                    await self._release()  # the watches close now; the stores stay readable
                     scheduler.close()
                     await self._drain(sup, workers, force)
                 failure = sup.failure
                 if failure is not None:
                     raise failure
         finally:
+            await self._release()
             restore()  # after the drain, so that a second signal can force it
+
+
+    async def _release(self) -> None:
+        """Give back the shared watches (the last consumer's release stops a watch)."""
+        for t in self.triggers:
+            if t.shared is not None:
+                await t.shared.release()
 
     async def _drain(self, sup: Supervisor, workers: list[str], force: asyncio.Event) -> None:
         """Let in-flight reconciles finish (up to shutdown_timeout, or until forced); idle
@@ -609,12 +632,14 @@ class Controller:
         scheduler: Scheduler,
         on_watch_error: WatchErrorHook | None,
     ) -> None:
-        """One trigger: watch, keep its store, turn events into reconcile requests."""
-        w = watcher(trig.api, trig.config, backoff=trig.backoff or DefaultBackoff(),
-                    health=trig.health)
+        """One trigger: follow its shared watch, turn events into reconcile requests (a
+        restarted feeder resubscribes: it gets the store's contents as a relist)."""
+        assert trig.shared is not None
         debounce = self.config.debounce
+        events: Subscription | None = None
         try:
-            async for event in reflector(trig.writer, w):
+            events = trig.shared.subscribe()
+            async for event in events:
                 if isinstance(event, Apply | InitApply):
                     for ref in self._refs(trig, event.obj):
                         scheduler.schedule(ref, debounce)
@@ -642,6 +667,9 @@ class Controller:
             # The server rejected the watch as the caller's mistake (a malformed selector):
             # no retry or administrator can fix it, so the run ends now, not at max_unhealthy.
             self._trigger_failed(trig, exc)
+        finally:
+            if events is not None:
+                events.close()
 
     def _trigger_failed(self, trig: Trigger, exc: BaseException) -> None:
         err = ControllerUnhealthy(f"controller trigger {trig.name!r} failed: {exc}", trig.name)

@@ -60,10 +60,16 @@ class Sources:
                 yield e, runs.get(id(e))
 
     def all_watches(self) -> Iterator[tuple[WatchHealth, Store | None, float | None]]:
-        yield from self.watches
+        """Each watch once: triggers of several controllers may share one (SharedWatches)."""
+        seen: set[int] = set()
+        for health, store, limit in self.watches:
+            seen.add(id(health))
+            yield health, store, limit
         for c in self.controllers:
             for t in c.triggers:
-                yield t.health, t.store, t.config.max_unhealthy
+                if id(t.health) not in seen:
+                    seen.add(id(t.health))
+                    yield t.health, t.store, t.config.max_unhealthy
 
 
 class WatchkeeperCollector(Collector):
