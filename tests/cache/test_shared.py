@@ -14,7 +14,7 @@ import pytest
 
 import watchkeeper as wk
 import watchkeeper.supervisor
-from watchkeeper.testing import ApiServer
+from watchkeeper_sim import ApiServer
 
 NS = "default"
 CM_PATH = f"/api/v1/namespaces/{NS}/configmaps"
