@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from watchkeeper.client.errors import InvalidResponse, NotFound
-from watchkeeper.client.objects import ObjectList, _decode_large
+from watchkeeper.client.objects import ObjectList, _decode_large, _object_list
+from watchkeeper.supervisor import start_task
 
 if TYPE_CHECKING:
     from watchkeeper.client.transport import Transport
@@ -56,15 +57,19 @@ async def list_pages(
             raise
         return resp.body
 
+    def prefetch(token: str) -> asyncio.Task[bytes]:
+        # Awaited or cancelled before this call returns; started through the supervisor's
+        # start_task so that even an abandoned one cannot fail unseen.
+        return start_task(fetch(token or None), name=f"LIST {path} page", awaited=True)
+
     items: list[dict[str, Any]] = []
-    first: dict[str, Any] | None = None
-    # Not a background task: it is awaited or cancelled before this call returns.
-    ahead: asyncio.Task[bytes] | None = asyncio.ensure_future(fetch(None))
+    first: ObjectList | None = None
+    ahead: asyncio.Task[bytes] | None = prefetch("")
     try:
         while ahead is not None:
             body = await ahead
             token = peek_continue(body)
-            ahead = asyncio.ensure_future(fetch(token)) if token else None
+            ahead = prefetch(token) if token else None
             if ahead is not None:
                 await asyncio.sleep(0)  # let it send its request before we decode
             try:
@@ -72,19 +77,19 @@ async def list_pages(
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 raise InvalidResponse(f"undecodable response body ({exc})", method="GET",
                                       path=path) from None
-            meta = data.get("metadata") or {}
-            real = meta.get("continue") or None
+            page = _object_list(data, path)  # a malformed page is InvalidResponse
+            real = page.continue_token
             if real != token:  # the head did not show it (or showed another): follow it
                 if ahead is not None:
                     ahead.cancel()
                     await asyncio.gather(ahead, return_exceptions=True)
-                ahead = asyncio.ensure_future(fetch(real)) if real else None
-            items.extend(data.get("items") or [])
+                ahead = prefetch(real) if real else None
+            items.extend(page.items)
             if first is None:
-                first = meta
+                first = page
     finally:
         if ahead is not None and not ahead.done():
             ahead.cancel()
             await asyncio.gather(ahead, return_exceptions=True)
     assert first is not None
-    return ObjectList(items, str(first.get("resourceVersion", "")), None, None, first)
+    return ObjectList(items, first.resource_version, None, None, first.raw_metadata)

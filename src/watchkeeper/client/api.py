@@ -26,6 +26,7 @@ from watchkeeper.client.objects import _decode_large as _decode_large
 from watchkeeper.client.objects import _decode_obj as _decode_obj
 from watchkeeper.client.objects import _Head as _Head
 from watchkeeper.client.objects import _HeadObject as _HeadObject
+from watchkeeper.client.objects import _object_list as _object_list
 from watchkeeper.client.objects import decode_line_object as decode_line_object
 from watchkeeper.client.objects import key_fields as key_fields
 from watchkeeper.client.resource import Resource
@@ -335,45 +336,6 @@ class Api:
         if dry_run:
             options["dryRun"] = ["All"]
         return await self._json("DELETE", await self._path(name, namespace), body=options)
-
-
-def _object_list(data: JSON, path: str) -> ObjectList:
-    """A list response, checked: a malformed one is an InvalidResponse, never a TypeError
-    or a null object deep inside the watcher or the cache."""
-
-    def bad(what: str) -> InvalidResponse:
-        return InvalidResponse(f"malformed list response: {what}", method="GET", path=path)
-
-    meta = data.get("metadata")
-    if meta is None:
-        meta = {}
-    elif not isinstance(meta, dict):
-        raise bad(f"metadata is a {type(meta).__name__}, not a map")
-    items = data.get("items")
-    if items is None:
-        items = []
-    elif not isinstance(items, list):
-        raise bad(f"items is a {type(items).__name__}, not a list")
-    for i, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise bad(f"items[{i}] is {type(item).__name__ if item is not None else 'null'}, "
-                      "not an object")
-    rv, token, remaining = (
-        meta.get("resourceVersion"), meta.get("continue"), meta.get("remainingItemCount")
-    )
-    if rv is not None and not isinstance(rv, str):
-        raise bad(f"metadata.resourceVersion is a {type(rv).__name__}, not a string")
-    if token is not None and not isinstance(token, str):
-        raise bad(f"metadata.continue is a {type(token).__name__}, not a string")
-    if remaining is not None and (not isinstance(remaining, int) or isinstance(remaining, bool)):
-        raise bad(f"metadata.remainingItemCount is a {type(remaining).__name__}, not an integer")
-    return ObjectList(
-        items=items,
-        resource_version=rv or "",
-        continue_token=token or None,
-        remaining_item_count=remaining,
-        raw_metadata=meta,
-    )
 
 
 def _write_params(dry_run: bool, field_manager: str | None) -> dict[str, str]:
