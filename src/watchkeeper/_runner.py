@@ -15,6 +15,7 @@ import inspect
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,30 @@ log = logging.getLogger("watchkeeper.run")
 
 class RunError(Exception):
     """The target could not be loaded or is not an operator; the message says why."""
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, its causes and contexts, and the members of exception groups, each once."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        e = todo.pop(0)
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        if isinstance(e, BaseExceptionGroup):
+            todo.extend(e.exceptions)
+        todo.extend(x for x in (e.__cause__, e.__context__) if x is not None)
+
+
+def caller_error(exc: BaseException) -> wk.ApiError | None:
+    """The API error in ``exc``'s chain that only the caller can fix (a class whose
+    ``retriable`` is False, such as BadRequest and Invalid), or None."""
+    for e in _chain(exc):
+        if isinstance(e, wk.ApiError) and not getattr(type(e), "retriable", True):
+            return e
+    return None
 
 
 @dataclass(frozen=True)
@@ -121,8 +146,6 @@ async def run(options: RunOptions) -> int:
             await runtime.run(*operators, probes=probes, leader_election=elector,
                               probe_check_interval=options.probe_check_interval)
         except wk.WatchkeeperError as exc:
-            from watchkeeper.cli import caller_error
-
             if caller_error(exc) is not None:
                 raise  # a request only the caller can fix: the CLI exits with its own code
             log.error("%s", exc)

@@ -13,7 +13,6 @@ import importlib
 import json
 import logging
 import sys
-from collections.abc import Iterator
 from typing import Any, NoReturn
 
 import click
@@ -21,6 +20,7 @@ import yaml
 
 import watchkeeper as wk
 from watchkeeper import meta
+from watchkeeper._runner import RunOptions, caller_error, run_sync
 
 EXIT_FAILED = 1
 """It ran and then stopped working: a watch or controller past max-unhealthy, leadership
@@ -38,30 +38,6 @@ def fail(message: str, code: int) -> NoReturn:
     """One ``error:`` line on stderr and exit ``code``: what a person can act on, no traceback."""
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
-
-
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    """``exc``, its causes and contexts, and the members of exception groups, each once."""
-    seen: set[int] = set()
-    todo = [exc]
-    while todo:
-        e = todo.pop(0)
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        yield e
-        if isinstance(e, BaseExceptionGroup):
-            todo.extend(e.exceptions)
-        todo.extend(x for x in (e.__cause__, e.__context__) if x is not None)
-
-
-def caller_error(exc: BaseException) -> wk.ApiError | None:
-    """The API error in ``exc``'s chain that only the caller can fix (a class whose
-    ``retriable`` is False, such as BadRequest and Invalid), or None."""
-    for e in _chain(exc):
-        if isinstance(e, wk.ApiError) and not getattr(type(e), "retriable", True):
-            return e
-    return None
 
 
 def rejected(err: wk.ApiError) -> NoReturn:
@@ -307,7 +283,6 @@ def run_command(
     Exit status: 0 after SIGTERM, 1 when the controller stops working (max-unhealthy,
     leadership lost), 2 when it cannot start (target, kubeconfig, context, probe port), 3
     when the server rejects a request itself (400 BadRequest, 422 Invalid)."""
-    from watchkeeper._runner import RunOptions, run_sync
     from watchkeeper.ops.logs import setup_logging
 
     setup_logging(log_format, logging.DEBUG if verbose else logging.INFO)

@@ -17,17 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from watchkeeper.supervisor import start_task
 from watchkeeper_sim.model import JSON, ResourceType
+from watchkeeper_sim.storage.registry import FOREGROUND as FOREGROUND
+from watchkeeper_sim.storage.registry import ORPHAN as ORPHAN
+from watchkeeper_sim.storage.registry import Registry
 from watchkeeper_sim.storage.store import StoreError
 
-if TYPE_CHECKING:
-    from watchkeeper_sim.storage.registry import Registry
-
-FOREGROUND = "foregroundDeletion"
-ORPHAN = "orphan"
 MANAGER = "kube-controller-manager"
 
 

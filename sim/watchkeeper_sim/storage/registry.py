@@ -17,7 +17,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from watchkeeper.supervisor import start_task
 from watchkeeper_sim import status as _status
@@ -29,10 +29,24 @@ from watchkeeper_sim.storage import metavalid as _metavalid
 from watchkeeper_sim.storage import namespaces as _namespaces
 from watchkeeper_sim.storage import patch as _patch
 from watchkeeper_sim.storage import validation as _validation
-from watchkeeper_sim.storage.gc import FOREGROUND, ORPHAN, GarbageCollector
 from watchkeeper_sim.storage.resources import CRD_GROUP, CRDError, crd_types
 from watchkeeper_sim.storage.store import Matcher, ObjectStore, StoreError, obj_key
 from watchkeeper_sim.storage.validation import FieldCheck
+
+FOREGROUND = "foregroundDeletion"  # the finalizers of Foreground and Orphan deletions
+ORPHAN = "orphan"
+
+
+class Collector(Protocol):
+    """What the registry tells its garbage collector (``storage.gc``): the collector acts on
+    the registry, so the registry knows it only by this protocol and does not import it."""
+
+    def notice(self) -> None: ...
+
+    def notice_removal(self) -> None: ...
+
+    def cancel(self) -> None: ...
+
 
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _LABEL_MSG = (
@@ -105,7 +119,7 @@ class Registry:
         # What a cluster's controllers do when a namespace appears (ApiServer sets it).
         self.on_namespace_created: Callable[[str], None] | None = None
         # The garbage collector (ApiServer sets it): told when owners may have gone.
-        self.gc: GarbageCollector | None = None
+        self.gc: Collector | None = None
         # Checks a write must pass before it is stored (ApiServer installs RBAC escalation
         # prevention): (type, namespace, new object, old object or None on create); they
         # raise StoreError to refuse. Dry runs are checked too, as on a real apiserver.

@@ -62,7 +62,8 @@ from types import TracebackType
 
 from watchkeeper.backoff import Backoff, DefaultBackoff
 from watchkeeper.cache.store import Store
-from watchkeeper.client import Api, ApiError, Client
+from watchkeeper.client import Api, ApiError
+from watchkeeper.client.api import ApiClient
 from watchkeeper.client.resource import find_builtin, parse_spec
 from watchkeeper.supervisor import Supervisor, TaskHandle, TaskStatus
 from watchkeeper.watcher import (
@@ -403,8 +404,9 @@ class SharedWatches:
         self._supervisor: Supervisor | None = None
 
     @staticmethod
-    def of(client: Client) -> SharedWatches:
-        """The registry of ``client`` (created on first use, gone with the client)."""
+    def of(client: ApiClient) -> SharedWatches:
+        """The registry of ``client`` (a ``Client``, or what an ``Api`` holds as its client;
+        created on first use, gone with the client)."""
         registry = client.__dict__.get(_ATTRIBUTE)
         if not isinstance(registry, SharedWatches):
             registry = SharedWatches()

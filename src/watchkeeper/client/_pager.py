@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from watchkeeper.client.errors import InvalidResponse, NotFound
+from watchkeeper.client.objects import ObjectList, _decode_large, _object_list
 from watchkeeper.supervisor import start_task
 
 if TYPE_CHECKING:
-    from watchkeeper.client.api import Api, ObjectList
+    from watchkeeper.client.transport import Transport
 
 _CONTINUE = re.compile(rb'"continue":"([A-Za-z0-9+/=_.-]*)"')
 
@@ -32,13 +34,15 @@ def peek_continue(body: bytes) -> str | None:
 
 
 async def list_pages(
-    api: Api,
+    transport: Transport,
+    path: str,
     params: dict[str, str],
     resource_version: str | None,
+    type_missing: Callable[[NotFound], None],
 ) -> ObjectList:
-    from watchkeeper.client.api import ObjectList, _decode_large, _object_list
-
-    path = await api._path()
+    """All pages of the list at ``path``; ``type_missing`` hears of a 404 (``Api``'s
+    discovery cache forgets the type). Given the pieces it needs rather than the ``Api``,
+    so that ``api`` imports this module and not the other way round."""
 
     async def fetch(token: str | None) -> bytes:
         query = dict(params)
@@ -47,9 +51,9 @@ async def list_pages(
         elif resource_version is not None:
             query["resourceVersion"] = resource_version
         try:
-            resp = await api.client.transport.request("GET", path, params=query)
+            resp = await transport.request("GET", path, params=query)
         except NotFound as exc:
-            api._type_missing(exc)
+            type_missing(exc)
             raise
         return resp.body
 

@@ -22,7 +22,8 @@ from typing import Any
 import msgspec
 
 from watchkeeper.client._json import decode_deep
-from watchkeeper.client.api import (
+from watchkeeper.client.errors import InvalidResponse
+from watchkeeper.client.objects import (
     _NO_META,
     RawEvent,
     _Head,
@@ -30,7 +31,6 @@ from watchkeeper.client.api import (
     decode_line_object,
     key_fields,
 )
-from watchkeeper.client.errors import InvalidResponse
 
 JSON = dict[str, Any]
 PIECE_BYTES = 64 << 10

@@ -10,21 +10,48 @@ from __future__ import annotations
 import gc
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import msgspec
 
-from watchkeeper.client._json import decode_deep
 from watchkeeper.client._json import encode as _encode  # deep objects written back too
+from watchkeeper.client._pager import list_pages
 from watchkeeper.client.errors import InvalidResponse, NotFound
+from watchkeeper.client.objects import _NO_META as _NO_META
+from watchkeeper.client.objects import KeyFields as KeyFields
+from watchkeeper.client.objects import ObjectList as ObjectList
+from watchkeeper.client.objects import RawEvent as RawEvent
+from watchkeeper.client.objects import _decode_any as _decode_any
+from watchkeeper.client.objects import _decode_large as _decode_large
+from watchkeeper.client.objects import _decode_obj as _decode_obj
+from watchkeeper.client.objects import _Head as _Head
+from watchkeeper.client.objects import _HeadObject as _HeadObject
+from watchkeeper.client.objects import _object_list as _object_list
+from watchkeeper.client.objects import decode_line_object as decode_line_object
+from watchkeeper.client.objects import key_fields as key_fields
 from watchkeeper.client.resource import Resource
+from watchkeeper.client.stream import open_stream
 
 if TYPE_CHECKING:
-    from watchkeeper.client.client import Client
+    from watchkeeper.client.discovery import Discovery
     from watchkeeper.client.stream import FastWatchStream
+    from watchkeeper.client.transport import Transport
 
 JSON = dict[str, Any]
+
+
+class ApiClient(Protocol):
+    """What an ``Api`` needs of its client (``Client`` is one): the transport and the
+    discovery cache. A protocol, so that ``client`` builds ``Api``s and ``api`` does not
+    import ``client`` back."""
+
+    @property
+    def transport(self) -> Transport: ...
+
+    @property
+    def discovery(self) -> Discovery: ...
+
+
 PatchType = Literal["merge", "json", "strategic", "apply"]
 
 _PATCH_CONTENT_TYPES: dict[str, str] = {
@@ -38,172 +65,12 @@ _PATCH_CONTENT_TYPES: dict[str, str] = {
 METADATA_ACCEPT = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 METADATA_LIST_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
-_decode_dict = msgspec.json.Decoder(dict[str, Any]).decode
-
 DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
 """The longest watch event line accepted. etcd refuses requests over 1.5 MiB by default
 (``--max-request-bytes``), so a stored object is at most about that; its JSON in a watch
 event can grow to 2-3 MiB (escaping, the event envelope, managedFields rewritten by the
 server). 16 MiB is several times that, yet bounds what a broken or hostile server can make
 us buffer for one line."""
-
-
-def _decode_obj(body: bytes) -> JSON:
-    """A JSON object (a response body); deeper than msgspec nests, the iterative decoder."""
-    try:
-        return _decode_dict(body)
-    except RecursionError:
-        obj = decode_deep(body)
-        if not isinstance(obj, dict):
-            raise msgspec.ValidationError(
-                f"Expected `object`, got `{type(obj).__name__}`"
-            ) from None
-        return obj
-
-
-_LARGE = 256 * 1024
-
-
-def _decode_large(body: bytes) -> JSON:
-    """Decode with the cyclic GC paused for big bodies: a page of 500 objects allocates
-    hundreds of thousands of containers that all stay alive, and collecting during the
-    decode was measured at about 70 % of a LIST's client CPU (benchmarks/list_throughput)."""
-    if len(body) < _LARGE or not gc.isenabled():
-        return _decode_obj(body)
-    gc.disable()
-    try:
-        return _decode_obj(body)
-    finally:
-        gc.enable()
-
-
-class KeyFields(msgspec.Struct, gc=False):
-    """The metadata a watcher needs of every event, decoded without the rest."""
-
-    name: str = ""
-    namespace: str = ""
-    resourceVersion: str = ""
-
-
-class _HeadObject(msgspec.Struct, gc=False):
-    metadata: KeyFields | None = None
-
-
-class _Head(msgspec.Struct, gc=False):
-    """What a lazy watch stream decodes of each line (``client/_pieces``): msgspec still
-    parses (validates) the rest while skipping it, at about a third of the cost of building
-    the dicts."""
-
-    type: str
-    object: _HeadObject
-
-
-_decode_any = msgspec.json.Decoder().decode  # a plain decode beats a typed envelope here
-_NO_META = KeyFields()
-
-
-class RawEvent:
-    """One line of a watch stream: ``type`` is ADDED/MODIFIED/DELETED/BOOKMARK/ERROR.
-
-    ``name``, ``namespace`` and ``resource_version`` are always at hand; ``object`` is
-    decoded on first read when the stream is lazy, so a consumer that skips events or reads
-    only those three fields never pays for building the object's dicts.
-    """
-
-    __slots__ = ("_key", "_line", "_object", "_path", "type")
-
-    def __init__(
-        self,
-        type: str,
-        object: JSON | None = None,
-        key: KeyFields | None = None,
-        line: bytes | None = None,
-        path: str = "",
-    ) -> None:
-        if object is None and line is None:
-            raise ValueError("RawEvent needs an object or the line to decode it from")
-        self.type = type
-        self._object = object
-        self._key = key
-        self._line = line
-        self._path = path
-
-    @property
-    def object(self) -> JSON:
-        obj = self._object
-        if obj is None:
-            assert self._line is not None
-            obj = decode_line_object(self._line, self._path)
-            self._object, self._line = obj, None
-        return obj
-
-    @property
-    def decoded(self) -> bool:
-        """Whether ``object`` has been built (always, for an eager stream)."""
-        return self._object is not None
-
-    def _meta(self) -> KeyFields:
-        key = self._key
-        if key is None:
-            key = self._key = key_fields(self.object)
-        return key
-
-    @property
-    def name(self) -> str:
-        return self._meta().name
-
-    @property
-    def namespace(self) -> str:
-        return self._meta().namespace
-
-    @property
-    def resource_version(self) -> str:
-        return self._meta().resourceVersion
-
-    def __repr__(self) -> str:
-        return f"RawEvent({self.type}, {self.namespace}/{self.name}, rv={self.resource_version})"
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def key_fields(obj: JSON) -> KeyFields:
-    """The key fields of a decoded object (what a lazy stream reads without decoding it)."""
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        return _NO_META
-    return KeyFields(_str(meta.get("name")), _str(meta.get("namespace")),
-                     _str(meta.get("resourceVersion")))
-
-
-def _decode_line(line: bytes) -> Any:
-    try:
-        return _decode_any(line)
-    except RecursionError:  # deeper than msgspec nests: still within the apiserver's limit?
-        return decode_deep(line)
-
-
-def decode_line_object(line: bytes, path: str = "") -> JSON:
-    """The object of a watch line that a lazy stream already validated."""
-    try:
-        obj = _decode_line(line)["object"]
-        if not isinstance(obj, dict):
-            raise TypeError("object must be a map")
-    except (msgspec.DecodeError, KeyError, TypeError) as exc:  # not expected: validated
-        raise InvalidResponse(
-            f"undecodable watch event ({exc}): {line[:80]!r}", method="GET", path=path,
-        ) from None
-    return obj
-
-
-@dataclass
-class ObjectList:
-    items: list[JSON]
-    resource_version: str
-    continue_token: str | None = None
-    remaining_item_count: int | None = None
-    raw_metadata: JSON = field(default_factory=dict)
 
 
 def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str]:
@@ -219,7 +86,7 @@ class Api:
     """Verbs on ``resource``; ``namespace=None`` on a namespaced resource means all namespaces
     for list/watch, and the object's own namespace for writes."""
 
-    def __init__(self, client: Client, resource: Resource | str, namespace: str | None) -> None:
+    def __init__(self, client: ApiClient, resource: Resource | str, namespace: str | None) -> None:
         self.client = client
         self._given = resource
         self._resource = resource
@@ -336,14 +203,14 @@ class Api:
         The cyclic GC is paused meanwhile (no user code runs inside): every object of every
         page stays alive, and collections while they arrive walked them again and again
         (measured on 10,000 ConfigMaps: 68 -> 47 ms of client CPU; docs/decisions.md)."""
-        from watchkeeper.client._pager import list_pages  # imports this module
-
         params = {**_selectors(label_selector, field_selector), "limit": str(page_size)}
+        path = await self._path()
+        transport, missing = self.client.transport, self._type_missing
         if not gc.isenabled():
-            return await list_pages(self, params, resource_version)
+            return await list_pages(transport, path, params, resource_version, missing)
         gc.disable()
         try:
-            return await list_pages(self, params, resource_version)
+            return await list_pages(transport, path, params, resource_version, missing)
         finally:
             gc.enable()
 
@@ -381,8 +248,6 @@ class Api:
             params.update(extra_params)
         path = await self._path()
         opened = False
-        from watchkeeper.client.stream import open_stream  # imports this module
-
         limit = getattr(self.client, "max_event_bytes", DEFAULT_MAX_EVENT_BYTES)
         try:
             async with open_stream(
@@ -471,45 +336,6 @@ class Api:
         if dry_run:
             options["dryRun"] = ["All"]
         return await self._json("DELETE", await self._path(name, namespace), body=options)
-
-
-def _object_list(data: JSON, path: str) -> ObjectList:
-    """A list response, checked: a malformed one is an InvalidResponse, never a TypeError
-    or a null object deep inside the watcher or the cache."""
-
-    def bad(what: str) -> InvalidResponse:
-        return InvalidResponse(f"malformed list response: {what}", method="GET", path=path)
-
-    meta = data.get("metadata")
-    if meta is None:
-        meta = {}
-    elif not isinstance(meta, dict):
-        raise bad(f"metadata is a {type(meta).__name__}, not a map")
-    items = data.get("items")
-    if items is None:
-        items = []
-    elif not isinstance(items, list):
-        raise bad(f"items is a {type(items).__name__}, not a list")
-    for i, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise bad(f"items[{i}] is {type(item).__name__ if item is not None else 'null'}, "
-                      "not an object")
-    rv, token, remaining = (
-        meta.get("resourceVersion"), meta.get("continue"), meta.get("remainingItemCount")
-    )
-    if rv is not None and not isinstance(rv, str):
-        raise bad(f"metadata.resourceVersion is a {type(rv).__name__}, not a string")
-    if token is not None and not isinstance(token, str):
-        raise bad(f"metadata.continue is a {type(token).__name__}, not a string")
-    if remaining is not None and (not isinstance(remaining, int) or isinstance(remaining, bool)):
-        raise bad(f"metadata.remainingItemCount is a {type(remaining).__name__}, not an integer")
-    return ObjectList(
-        items=items,
-        resource_version=rv or "",
-        continue_token=token or None,
-        remaining_item_count=remaining,
-        raw_metadata=meta,
-    )
 
 
 def _write_params(dry_run: bool, field_manager: str | None) -> dict[str, str]:

@@ -34,7 +34,8 @@ from watchkeeper.client.auth import (
     TokenFile,
     describe_read_error,
 )
-from watchkeeper.errors import WatchkeeperError
+from watchkeeper.client.errors import ConfigError as ConfigError
+from watchkeeper.client.exec_auth import ExecAuth
 
 __all__ = [
     "SERVICE_ACCOUNT_DIR",
@@ -48,10 +49,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-
-
-class ConfigError(WatchkeeperError):
-    """The kubeconfig or in-cluster environment is unusable; the message says why and where."""
 
 
 @dataclass(frozen=True)
@@ -445,8 +442,6 @@ def _user_credentials(
     elif username is not None or password is not None:
         auth = BasicAuth(username or "", password or "")
     elif user.body.get("exec"):
-        from watchkeeper.client.exec_auth import ExecAuth  # it imports ConfigError from here
-
         info = _exec_cluster_info(cluster, cfg)
         auth = ExecAuth.from_kubeconfig(
             user.body["exec"], where=user.where, base_dir=user.origin.parent, cluster=info

@@ -21,6 +21,7 @@ __all__ = [
     "AlreadyExists",
     "ApiError",
     "BadRequest",
+    "ConfigError",
     "Conflict",
     "ConnectionFailed",
     "Forbidden",
@@ -35,6 +36,14 @@ __all__ = [
     "error_from_response",
     "error_from_status",
 ]
+
+
+class ConfigError(WatchkeeperError):
+    """The kubeconfig or in-cluster environment is unusable; the message says why and where.
+
+    Here rather than in ``config`` so that ``exec_auth``, which ``config`` builds, raises it
+    without importing ``config`` back (``watchkeeper.client.config.ConfigError`` still works).
+    """
 
 
 class ApiError(WatchkeeperError):

@@ -22,7 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from watchkeeper.client.config import ConfigError
+from watchkeeper.client.errors import ConfigError
 from watchkeeper.supervisor import start_task
 
 __all__ = ["API_VERSIONS", "ExecAuth", "ExecPluginError"]

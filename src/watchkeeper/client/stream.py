@@ -35,7 +35,6 @@ from watchkeeper.client._pieces import (
     PIECE_BYTES,
     PieceDecoder,
 )
-from watchkeeper.client.api import RawEvent
 from watchkeeper.client.errors import (
     ApiError,
     ConnectionFailed,
@@ -43,6 +42,7 @@ from watchkeeper.client.errors import (
     Timeout,
     error_from_response,
 )
+from watchkeeper.client.objects import RawEvent
 from watchkeeper.client.server_warnings import parse_warnings
 
 if TYPE_CHECKING:

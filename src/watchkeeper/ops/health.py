@@ -26,8 +26,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from watchkeeper.cache import Store
 from watchkeeper.controller import Controller
-from watchkeeper.controller.controller import elector_health, elector_problems
+from watchkeeper.controller.controller import Elector, elector_health, elector_problems
 from watchkeeper.errors import WatchkeeperError
+from watchkeeper.leader import LeaderElector
 from watchkeeper.ops.metrics import Sources, WatchkeeperCollector
 from watchkeeper.supervisor import Supervisor
 from watchkeeper.watcher import WatchHealth, WatchState
@@ -63,7 +64,7 @@ class HealthServer:
         return self
 
     def add_elector(
-        self, elector: Any, unready_after: float | None = None,
+        self, elector: LeaderElector, unready_after: float | None = None,
         max_unhealthy: float | None = None,
     ) -> HealthServer:
         """Report a ``LeaderElector``. The thresholds apply only if no added controller
@@ -176,7 +177,7 @@ class HealthServer:
         return ok, details
 
     def _elector_detail(
-        self, elector: Any, controller: Controller | None, now: float,
+        self, elector: LeaderElector | Elector, controller: Controller | None, now: float,
         to_wall: Callable[[float | None], float | None],
     ) -> dict[str, Any]:
         """One elector for /readyz?verbose: who holds the lease, our state and since when,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -21,7 +20,8 @@ from prometheus_client.registry import Collector
 
 from watchkeeper.cache import Store
 from watchkeeper.controller import Controller
-from watchkeeper.controller.controller import ElectorHealthView, elector_health
+from watchkeeper.controller.controller import Elector, ElectorHealthView, elector_health
+from watchkeeper.leader import LeaderElector
 from watchkeeper.supervisor import Supervisor, TaskState
 from watchkeeper.watcher import WatchHealth, WatchState
 
@@ -32,13 +32,21 @@ TASK_STATE_VALUE = {TaskState.DONE: 0, TaskState.RUNNING: 1, TaskState.DEGRADED:
 ELECTOR_STATE_VALUE = {"starting": 0, "following": 1, "leading": 2, "degraded": 3}
 
 
+
+def lease_name(elector: LeaderElector | Elector) -> str:
+    """The lease an elector holds: a ``LeaderElector``'s name, or a custom ``Elector``'s
+    ``name`` attribute if it has one."""
+    if isinstance(elector, LeaderElector):
+        return elector.name
+    return str(getattr(elector, "name", "?"))
+
 @dataclass
 class Sources:
     """What the collector and the probes read."""
 
     watches: list[tuple[WatchHealth, Store | None, float | None]] = field(default_factory=list)
     controllers: list[Controller] = field(default_factory=list)
-    electors: list[Any] = field(default_factory=list)  # LeaderElector (duck-typed)
+    electors: list[LeaderElector] = field(default_factory=list)
     #: id(elector) -> (unready_after, max_unhealthy) for electors no controller runs
     elector_limits: dict[int, tuple[float | None, float | None]] = field(
         default_factory=dict)
@@ -50,8 +58,9 @@ class Sources:
             if c.supervisor is not None:
                 yield c.supervisor
 
-    def all_electors(self) -> Iterator[tuple[Any, Controller | None]]:
-        """Each elector once, with the controller that runs it (None: added on its own)."""
+    def all_electors(self) -> Iterator[tuple[LeaderElector | Elector, Controller | None]]:
+        """Each elector once, with the controller that runs it (None: added on its own); a
+        controller's may be any ``Elector``, so its name and leadership are read if present."""
         seen: set[int] = set()
         runs = {id(c.elector): c for c in self.controllers if c.elector is not None}
         for e in (*self.electors, *(c.elector for c in self.controllers)):
@@ -187,15 +196,16 @@ class WatchkeeperCollector(Collector):
             labels=["lease"],
         )
         for e, _controller in self.sources.all_electors():
-            leader.add_metric([e.name], 1 if e.is_leader else 0)
+            name = lease_name(e)
+            leader.add_metric([name], 1 if getattr(e, "is_leader", False) else 0)
             eh: ElectorHealthView | None = elector_health(e)
             if eh is None:
                 continue
             state_name = str(getattr(eh.state, "value", eh.state))
-            election_state.add_metric([e.name], ELECTOR_STATE_VALUE.get(state_name, -1))
+            election_state.add_metric([name], ELECTOR_STATE_VALUE.get(state_name, -1))
             for error, n in getattr(eh, "errors", {}).items():
-                election_failures.add_metric([e.name, error], n)
-            consecutive.add_metric([e.name], eh.consecutive_failures)
+                election_failures.add_metric([name, error], n)
+            consecutive.add_metric([name], eh.consecutive_failures)
         yield from (leader, election_state, election_failures, consecutive)
         up = GaugeMetricFamily("watchkeeper_scrape_timestamp_seconds", "Time of this scrape")
         up.add_metric([], time.time())
