@@ -140,3 +140,27 @@ def test_only_reachability_errors_open_it() -> None:
         assert c.state is CircuitState.CLOSED
 
     asyncio.run(main())
+
+
+@pytest.mark.looptime
+async def test_a_watcher_waiting_on_the_circuit_keeps_its_max_unhealthy_deadline(
+    srv: ApiServer, client: wk.Client
+) -> None:
+    """Waiting for the probe must not outlast max_unhealthy: each watcher raises on time."""
+    loop = asyncio.get_running_loop()
+    recs = [record(client.api("configmaps", ns), wk.WatchConfig(max_unhealthy=10))
+            for ns in NAMESPACES[:3]]
+    for rec in recs:
+        await rec.wait_for(lambda r: r.of(wk.InitDone))
+    async with asyncio.timeout(10):
+        while srv.open_watches < len(recs):
+            await asyncio.sleep(0.01)
+    srv.faults.refuse(count_refused=True)
+    srv.reset_watches()
+    broke = loop.time()
+    for rec in recs:
+        assert rec.task is not None
+        await asyncio.wait_for(asyncio.shield(rec.task), 30)
+        assert isinstance(rec.exception, wk.WatcherUnhealthy)
+        assert rec.ended_at is not None
+        assert rec.ended_at - broke == pytest.approx(10, abs=0.2)

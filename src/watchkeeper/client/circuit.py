@@ -28,6 +28,9 @@ from watchkeeper.client.errors import (
 __all__ = ["Circuit", "CircuitState", "is_reachability_error"]
 
 MAX_RETRY_AFTER = 60.0  # seconds: no server parks the circuit longer per answer
+# A wait shorter than this counts as done: a near-zero remainder below the clock's resolution
+# would otherwise spin (the watcher's THRESHOLD_SLACK, for the same reason).
+SLACK = 0.005
 PROBE_GRACE = 1.0  # seconds the last prober keeps first claim on the next probe turn
 
 
@@ -171,7 +174,7 @@ class Circuit:
         waited_open = False
         while True:
             now = self.now()
-            if latest is not None and now >= latest:
+            if latest is not None and now >= latest - SLACK:
                 return False
             if self.state is CircuitState.CLOSED:
                 if waited_open and self.release_spread > 0:
@@ -196,7 +199,7 @@ class Circuit:
                 wake = max(self._next_probe_at + PROBE_GRACE, not_before)  # the prober's turn
             elif self._probe is None:
                 at = max(self._next_probe_at, not_before)
-                if now >= at:
+                if now >= at - SLACK:
                     if me is not None:
                         self._probe, self._probe_since = me, now
                         me.add_done_callback(self._release_probe)
@@ -212,7 +215,7 @@ class Circuit:
                 self._changed = asyncio.Event()
             changed = self._changed
             try:
-                async with asyncio.timeout(max(0.0, wake - now)):
+                async with asyncio.timeout(max(SLACK, wake - now)):
                     await changed.wait()
             except TimeoutError:
                 pass
