@@ -38,6 +38,7 @@ from watchkeeper.client import (
 from watchkeeper.client._json import bounded_repr
 from watchkeeper.client._pieces import LazyPiece, PieceDecoder
 from watchkeeper.client.api import _NO_META, KeyFields, decode_line_object, key_fields
+from watchkeeper.client.circuit import is_reachability_error
 from watchkeeper.client.errors import MAX_RETRY_AFTER, error_from_status
 from watchkeeper.errors import WatchkeeperError
 
@@ -67,6 +68,9 @@ STABLE_AFTER = 10.0  # seconds a watch must stay open to count as progress by it
 # refusing the resume (410 as an ERROR line) does so at once, so no "recovered" 2 ms before
 # "degraded"; a quiet resource need not wait STABLE_AFTER to be reported healthy.
 OPEN_GRACE = 1.0
+# While the client's circuit is open a watcher retries when the circuit lets it, but never
+# sooner than this after its own failure (and never sooner than Retry-After).
+CIRCUIT_MIN_SPACING = 0.5
 THRESHOLD_SLACK = 0.01  # seconds: this close to max_unhealthy counts as reached
 # Seconds a watch request may take to answer with its status and headers. kube-apiserver
 # answers at once (a streaming list too: its events follow the headers), so a request with
@@ -526,6 +530,12 @@ class Watcher:
                     error.needed_verbs = WATCH_VERBS  # name them all, not one per grant
                 relist = isinstance(error, Gone) or _unusable_rv(error)
                 progress.failed(error)
+                # The Client's circuit: a 4xx proves the server answers and closes it; a
+                # reachability error is reported below, with the delay our backoff chose.
+                circuit = getattr(self.api.client, "circuit", None)
+                shared = circuit is not None and is_reachability_error(error)
+                if circuit is not None and not shared:
+                    circuit.record_failure(error)
                 if not error.retriable and not relist:
                     # The caller's own mistake (a malformed selector, options the server
                     # rejects): no retry and no administrator can fix it, so end at once.
@@ -551,6 +561,18 @@ class Watcher:
                 immediate = isinstance(error, Gone) and not previous_gone
                 previous_gone = isinstance(error, Gone)
                 delay = 0.0 if immediate else self._next_delay(error, backoff)
+                # Server unreachable: not our own backoff step but the circuit's (one probe
+                # for the whole client; everyone back ~1 s after any success). Never sooner
+                # than our minimal spacing or Retry-After (`floor`).
+                floor = delay
+                if shared and circuit is not None:
+                    # Opening the circuit (or as its probe) our delay is the next probe's;
+                    # otherwise we wait for the probe: expected_wait says until when.
+                    circuit.record_failure(error, delay)
+                    floor = max(CIRCUIT_MIN_SPACING, min(
+                        max(error.retry_after or 0.0, 0.0), MAX_RETRY_AFTER))
+                    delay = circuit.expected_wait(clock() + floor)
+                latest: float | None = None  # set when the max_unhealthy deadline bounds it
                 if limit is not None:
                     now = clock()
                     deadline = now + limit - health.non_functioning_for(now)
@@ -565,6 +587,7 @@ class Watcher:
                             final_for = health.functioning_since
                             final_at = deadline - min(FINAL_ATTEMPT, limit / 10)
                             delay = max(final_at - now, after, 0.0)
+                            latest = now + delay  # the last attempt goes, circuit or not
                         else:
                             # No attempt fits before the threshold (a long Retry-After, or
                             # the last one failed): no sleep runs past it; give up on time.
@@ -577,10 +600,21 @@ class Watcher:
                                 await asyncio.sleep(left)
                             health.next_retry_at = None
                             raise self._unhealthy(error) from error
+                    elif shared:
+                        # Waiting on the circuit may not outlast the threshold: the last
+                        # attempt goes at its time (the threshold, once that one was made).
+                        latest = deadline if final_for == health.functioning_since else (
+                            deadline - min(FINAL_ATTEMPT, limit / 10))
                 health.next_retry_at = clock() + delay
                 health.last_backoff = delay
                 yield WatchError(error, delay)
-                if delay > 0:
+                if shared and circuit is not None:
+                    # Our turn: as the probe, or released (staggered) when the circuit closes.
+                    turn_at = clock()
+                    await circuit.wait_turn(turn_at + min(floor, delay), latest)
+                    if latest is not None and clock() >= latest - THRESHOLD_SLACK:
+                        final_for = health.functioning_since  # this is the last attempt
+                elif delay > 0:
                     await asyncio.sleep(delay)
                 health.restarts += 1
 

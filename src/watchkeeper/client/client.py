@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import TracebackType
 
 from watchkeeper.client.api import DEFAULT_MAX_EVENT_BYTES, Api
+from watchkeeper.client.circuit import Circuit
 from watchkeeper.client.config import ClientConfig
 from watchkeeper.client.discovery import Discovery
 from watchkeeper.client.resource import Resource, parse_spec
@@ -39,6 +40,10 @@ class Client:
         self.max_event_bytes = max_event_bytes
         self.config = config
         self.transport = Transport(config, timeouts, on_warning)
+        # Shared by all of this client's watchers: one probe per backoff step while the
+        # server is unreachable, everyone back within about a second once it answers.
+        self.circuit = Circuit()
+        self.transport.circuit = self.circuit
         self.discovery = Discovery(self.transport)
 
     @classmethod

@@ -379,6 +379,8 @@ async def open_stream(
                                   reason="ClientTimeout", **where) from None
                 raise _scrubbed(error_from_response(head.status, body, headers=hdrs, **where),
                                 transport._secrets(headers))
+            if transport.circuit is not None:
+                transport.circuit.record_success()  # the watch opened: the server is back
             coding = hdrs.get("Content-Encoding", "identity").lower()
             if coding not in ("", "identity"):
                 raise InvalidResponse(

@@ -21,6 +21,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from watchkeeper._version import __version__
 from watchkeeper.client.auth import ClientCertificateSource
+from watchkeeper.client.circuit import Circuit
 from watchkeeper.client.config import ClientConfig, ConfigError
 from watchkeeper.client.errors import (
     ApiError,
@@ -99,6 +100,8 @@ class Transport:
         self._ssl: ssl.SSLContext | None = config.ssl_context()
         self._base = config.server.rstrip("/")
         self._key: bytes | None = None  # a client key from an exec plugin, to redact
+        # The Client's shared reachability circuit: every successful response closes it.
+        self.circuit: Circuit | None = None
 
     async def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -223,6 +226,8 @@ class Transport:
                 raise _scrubbed(error_from_response(
                     status, data, method=method, path=path, headers=resp_headers
                 ), self._secrets(headers))
+            if self.circuit is not None:
+                self.circuit.record_success()
             return Response(status, resp_headers, data)
         raise AssertionError("unreachable")  # pragma: no cover
 

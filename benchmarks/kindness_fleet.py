@@ -1,0 +1,86 @@
+"""Kindness as a fleet: 10 watchers (ConfigMaps in 10 namespaces) on one Client, one outage.
+
+The simulator refuses every connection for ``--duration`` seconds in its accept-and-reset
+form (``refuse(count_refused=True)``), so each connection attempt is counted. Reported per
+run: attempts during the outage, seconds from the fault's end to all 10 watches open again,
+and seconds from the circuit's close (the first successful request) to all 10 open. With
+``--forbid-one`` the first namespace answers 403 from the fault's end on: the other nine must
+come back as fast. Real time, simulator and client in this process, 127.0.0.1 only.
+
+    PYTHONPATH=src:sim python -m benchmarks.kindness_fleet [--duration 60] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+
+import watchkeeper as wk
+from watchkeeper.client.circuit import CircuitState
+from watchkeeper_sim import ApiServer
+
+NAMESPACES = [f"team-{i}" for i in range(10)]
+
+
+async def _consume(watch: wk.Watcher) -> None:
+    async for _ in watch:
+        pass
+
+
+async def one_run(duration: float, forbid_one: bool) -> dict[str, float]:
+    async with ApiServer(bookmark_interval=30.0) as srv, srv.client() as client:
+        watches = [wk.watcher(client.api("configmaps", ns), wk.WatchConfig(max_unhealthy=None))
+                   for ns in NAMESPACES]
+        tasks = [asyncio.create_task(_consume(w)) for w in watches]
+        try:
+            while srv.open_watches < len(watches):
+                await asyncio.sleep(0.01)
+            srv.faults.refuse(count_refused=True)
+            srv.reset_watches()
+            before = srv.connection_attempts
+            await asyncio.sleep(duration)
+            attempts = srv.connection_attempts - before
+            srv.faults.clear()
+            if forbid_one:
+                prefix = f"/api/v1/namespaces/{NAMESPACES[0]}/"
+                srv.faults.error(403, "forbidden", path_prefix=prefix)
+            cleared = time.monotonic()
+            closed: float | None = None
+            want = len(watches) - (1 if forbid_one else 0)
+            while srv.open_watches < want:
+                if closed is None and client.circuit.state is CircuitState.CLOSED:
+                    closed = time.monotonic()
+                await asyncio.sleep(0.005)
+            back = time.monotonic()
+            if closed is None:
+                closed = back
+            return {"attempts": attempts, "from_fault_end": back - cleared,
+                    "from_first_success": back - closed}
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--duration", type=float, default=60.0)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--forbid-one", action="store_true")
+    args = ap.parse_args()
+    rows = []
+    for i in range(args.runs):
+        r = await one_run(args.duration, args.forbid_one)
+        rows.append(r)
+        print(f"run {i + 1}: attempts {r['attempts']:.0f}, all watching "
+              f"{r['from_fault_end']:.2f} s after the fault ended, "
+              f"{r['from_first_success']:.2f} s after the first success", flush=True)
+    for key in ("attempts", "from_fault_end", "from_first_success"):
+        vals = [r[key] for r in rows]
+        print(f"median {key}: {statistics.median(vals):.2f} (max {max(vals):.2f})")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,166 @@
+"""One circuit per API server (issue 13 item 2): ten watchers on one Client, one outage.
+
+Against the simulator over real sockets on virtual time. ``refuse(count_refused=True)``
+accepts and resets each connection, so ``srv.connection_attempts`` counts real attempts."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import watchkeeper as wk
+from watchkeeper.client.circuit import Circuit, CircuitState
+from watchkeeper_sim import ApiServer
+
+from .conftest import Recorder, record
+
+NAMESPACES = [f"team-{i}" for i in range(10)]
+
+
+async def _fleet(srv: ApiServer, client: wk.Client) -> list[Recorder]:
+    recs = [record(client.api("configmaps", ns), wk.WatchConfig(max_unhealthy=None))
+            for ns in NAMESPACES]
+    for rec in recs:
+        await rec.wait_for(lambda r: r.of(wk.InitDone))
+    async with asyncio.timeout(10):
+        while srv.open_watches < len(recs):
+            await asyncio.sleep(0.01)
+    return recs
+
+
+async def _outage(srv: ApiServer, seconds: float) -> int:
+    """Refuse (accept and reset) every connection for ``seconds``: the attempts made."""
+    srv.faults.refuse(count_refused=True)
+    srv.reset_watches()
+    before = srv.connection_attempts
+    await asyncio.sleep(seconds)
+    return srv.connection_attempts - before
+
+
+async def _until_closed(circuit: Circuit) -> float:
+    loop = asyncio.get_running_loop()
+    async with asyncio.timeout(120):
+        while circuit.state is not CircuitState.CLOSED:
+            await asyncio.sleep(0.01)
+    return loop.time()
+
+
+@pytest.mark.looptime
+async def test_ten_watchers_probe_as_one_and_recover_together(
+    srv: ApiServer, client: wk.Client
+) -> None:
+    loop = asyncio.get_running_loop()
+    recs = await _fleet(srv, client)
+    attempts = await _outage(srv, 60)
+    # One probe per backoff step for the process (a lone watcher makes <= 7), not 10 x that.
+    assert attempts <= 10
+    srv.faults.clear()
+    cleared = loop.time()
+    closed = await _until_closed(client.circuit)
+    async with asyncio.timeout(10):
+        while srv.open_watches < len(recs):
+            await asyncio.sleep(0.01)
+    back = loop.time()
+    # Everyone back within about a second of the first success, staggered, not at once.
+    assert back - closed <= 1.2
+    assert back - cleared <= 60.0 + 1.2  # the probe's step at most, then the release
+    for rec in recs:  # and each says so soon (a resumed quiet watch: OPEN_GRACE)
+        await rec.wait_for(lambda r: r.watch.health.state is wk.WatchState.HEALTHY, 5)
+    assert loop.time() - closed <= 3.0
+    for rec in recs:
+        await rec.stop()
+
+
+@pytest.mark.looptime
+async def test_a_403_on_one_resource_does_not_hold_back_the_others(
+    srv: ApiServer, client: wk.Client
+) -> None:
+    loop = asyncio.get_running_loop()
+    recs = await _fleet(srv, client)
+    forbidden = f"/api/v1/namespaces/{NAMESPACES[0]}/"
+    attempts = await _outage(srv, 60)
+    assert attempts <= 10
+    srv.faults.clear()
+    srv.faults.error(403, "forbidden here", path_prefix=forbidden)
+    closed = await _until_closed(client.circuit)
+    async with asyncio.timeout(10):
+        while srv.open_watches < len(recs) - 1:
+            await asyncio.sleep(0.01)
+    assert loop.time() - closed <= 1.2
+    # The forbidden one keeps its own backoff: a few attempts a minute, not a tight loop,
+    # and its 403s never reopen the circuit for the others.
+    await asyncio.sleep(60)
+    denied = [e for e in recs[0].errors() if isinstance(e, wk.Forbidden)]
+    assert 1 <= len(denied) <= 8
+    assert client.circuit.state is CircuitState.CLOSED
+    assert srv.open_watches == len(recs) - 1
+    for rec in recs:
+        await rec.stop()
+
+
+@pytest.mark.looptime
+async def test_retry_after_from_the_server_applies_to_the_circuit(
+    srv: ApiServer, client: wk.Client
+) -> None:
+    """One 429 with Retry-After: 20, told to the probe, holds every watcher's retry (the
+    server would answer the others at once: without the circuit they are back in ~1 s)."""
+    loop = asyncio.get_running_loop()
+    recs = await _fleet(srv, client)
+    srv.faults.throttle(retry_after=20, count=1)
+    srv.reset_watches()
+    told = loop.time()
+    for rec in recs:
+        await rec.wait_for(lambda r: r.errors())
+    await asyncio.sleep(told + 19.5 - loop.time())
+    assert srv.open_watches == 0  # nobody asked again before Retry-After
+    async with asyncio.timeout(60):
+        while srv.open_watches < len(recs):
+            await asyncio.sleep(0.01)
+    told_429 = [e for rec in recs for e in rec.errors() if isinstance(e, wk.TooManyRequests)]
+    assert len(told_429) == 1
+    assert loop.time() - told >= 20
+    assert loop.time() - told <= 20 + 2.5  # the probe, then the staggered release
+    for rec in recs:
+        await rec.stop()
+
+
+def test_only_reachability_errors_open_it() -> None:
+    async def main() -> None:
+        c = Circuit()
+        c.record_failure(wk.NotFound("gone", code=404))
+        assert c.state is CircuitState.CLOSED
+        c.record_failure(wk.ConnectionFailed("refused"))
+        assert c.state is CircuitState.OPEN
+        c.record_failure(wk.Forbidden("no", code=403))  # the server answered
+        assert c.state is CircuitState.CLOSED
+        c.record_failure(wk.ServerError("down", code=503))
+        assert c.state is CircuitState.OPEN
+        c.record_success()
+        assert c.state is CircuitState.CLOSED
+
+    asyncio.run(main())
+
+
+@pytest.mark.looptime
+async def test_a_watcher_waiting_on_the_circuit_keeps_its_max_unhealthy_deadline(
+    srv: ApiServer, client: wk.Client
+) -> None:
+    """Waiting for the probe must not outlast max_unhealthy: each watcher raises on time."""
+    loop = asyncio.get_running_loop()
+    recs = [record(client.api("configmaps", ns), wk.WatchConfig(max_unhealthy=10))
+            for ns in NAMESPACES[:3]]
+    for rec in recs:
+        await rec.wait_for(lambda r: r.of(wk.InitDone))
+    async with asyncio.timeout(10):
+        while srv.open_watches < len(recs):
+            await asyncio.sleep(0.01)
+    srv.faults.refuse(count_refused=True)
+    srv.reset_watches()
+    broke = loop.time()
+    for rec in recs:
+        assert rec.task is not None
+        await asyncio.wait_for(asyncio.shield(rec.task), 30)
+        assert isinstance(rec.exception, wk.WatcherUnhealthy)
+        assert rec.ended_at is not None
+        assert rec.ended_at - broke == pytest.approx(10, abs=0.2)
