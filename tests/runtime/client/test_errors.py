@@ -11,7 +11,7 @@ import pytest
 import watchkeeper as wk
 from watchkeeper.client.errors import error_from_response, error_from_status
 
-REFERENCE = Path(__file__).resolve().parents[1] / "fixtures" / "apiserver-1.28"  # in the repo
+REFERENCE = Path(__file__).resolve().parents[2] / "fixtures" / "apiserver-1.28"  # in the repo
 
 
 def exchange(number: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import pytest
 
 from watchkeeper_sim import ApiServer
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.realtime
 
 
