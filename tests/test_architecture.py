@@ -69,3 +69,27 @@ def test_no_sibling_modules_import_each_other(graph: grimp.ImportGraph) -> None:
     packages = [m for m in sorted(graph.modules) if graph.find_children(m)]
     assert [p for p in ROOTS if p in packages] == list(ROOTS)
     assert {p: c for p in packages if (c := _cycles(graph, p))} == {}
+
+
+RUNTIME_TEST_DIRS = {"client", "watcher", "cache", "controller", "leader", "ops", "cli"}
+SIM_TEST_DIRS = {"unit", "contract", "kubectl"}
+
+
+def _test_dirs(path: Path) -> set[str]:
+    return {p.name for p in path.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))}
+
+
+def test_tests_mirror_the_packages() -> None:
+    """A newcomer finds a module's tests under the same name: tests/runtime/<package> for the
+    runtime, tests/sim/{unit,contract,kubectl} for the simulator. A new test folder that maps
+    to no package (or a package left without one) fails here."""
+    runtime = _test_dirs(ROOT / "tests" / "runtime")
+    assert runtime >= RUNTIME_TEST_DIRS, f"missing: {RUNTIME_TEST_DIRS - runtime}"
+    src = ROOT / "src" / "watchkeeper"
+    for name in runtime:
+        assert (src / name).is_dir() or (src / f"{name}.py").is_file(), (
+            f"tests/runtime/{name} names no package or module of watchkeeper")
+    assert _test_dirs(ROOT / "tests" / "sim") == SIM_TEST_DIRS
+    loose = [p.name for p in (ROOT / "tests").glob("test_*.py")]
+    assert sorted(loose) == ["test_architecture.py", "test_docs.py"], (
+        "runtime tests live under tests/runtime/<package>")
