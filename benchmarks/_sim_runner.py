@@ -60,7 +60,7 @@ class Runner:
 
     def _ensure_namespace(self, ns: str) -> None:
         try:
-            self.srv.get_object("v1", "Namespace", ns, "")
+            self.srv.get_object("v1", "Namespace", ns, namespace="")
         except Exception:
             self.srv.create_object({"apiVersion": "v1", "kind": "Namespace",
                                     "metadata": {"name": ns}})
