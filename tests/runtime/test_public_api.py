@@ -5,6 +5,7 @@ thing, and a ``ClientConfig`` built without private imports."""
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -130,3 +131,31 @@ def test_store_get_refuses_a_positional_namespace() -> None:
 def test_docs_state_the_order_rule() -> None:
     guide = (Path(__file__).resolve().parents[2] / "docs" / "guide.md").read_text()
     assert "(namespace, name)" in guide and 'namespace="ns"' in guide
+
+
+# -- one constructor each: wk.watcher(...), wk.Store.new() ---------------------------------
+
+
+async def test_watcher_is_made_by_the_function_and_the_class_call_is_deprecated() -> None:
+    async with wk.Client(wk.ClientConfig(server="http://127.0.0.1:9")) as client:
+        api = client.api("configmaps", namespace="default")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the documented way warns about nothing
+            w = wk.watcher(api, wk.WatchConfig(page_size=7), resource_version="5")
+        assert isinstance(w, wk.Watcher) and w.config.page_size == 7
+        assert w.resource_version == "5" and w.health.resource == "configmaps in default"
+        with pytest.warns(DeprecationWarning, match=r"use watcher\(\.\.\.\)"):
+            old = wk.Watcher(api, wk.WatchConfig(page_size=7))
+        assert old.config.page_size == 7 and old.api is api  # still works meanwhile
+
+
+def test_store_is_made_by_new_and_the_bare_class_call_is_deprecated() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        store, writer = wk.Store.new()
+    assert writer.store is store and len(store) == 0 and not store.ready
+    with pytest.warns(DeprecationWarning, match=r"Store\.new\(\)"):
+        bare = wk.Store()
+    writer = wk.Writer(bare)
+    writer.apply(wk.Apply(cm("a")))
+    assert bare.get("a", namespace="default") is not None  # still works meanwhile
