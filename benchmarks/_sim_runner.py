@@ -38,7 +38,7 @@ from typing import Any
 import msgspec
 
 from benchmarks._common import PAYLOAD_BYTES, configmap_body, payload
-from watchkeeper_sim.server import ApiServer
+from watchkeeper_sim import ApiServer
 from watchkeeper_sim.storage.registry import present
 
 _encode = msgspec.json.encode

@@ -159,3 +159,40 @@ def test_store_is_made_by_new_and_the_bare_class_call_is_deprecated() -> None:
     writer = wk.Writer(bare)
     writer.apply(wk.Apply(cm("a")))
     assert bare.get("a", namespace="default") is not None  # still works meanwhile
+
+
+# -- ClientConfig from the public API alone --------------------------------------------------
+
+
+async def test_client_config_from_kubeconfig_reaches_the_server(tmp_path: Path) -> None:
+    async with ApiServer() as srv:
+        path = srv.kubeconfig(tmp_path / "sim.kubeconfig")
+        srv.create_object(cm("seen"))
+        for config in (wk.ClientConfig.from_kubeconfig(path),
+                       wk.ClientConfig.from_kubeconfig(Path(path), context="watchkeeper-sim"),
+                       wk.ClientConfig.from_kubeconfig([path]),
+                       wk.ClientConfig.from_env(path)):
+            assert config.server == srv.url and config.context == "watchkeeper-sim"
+            async with wk.Client(config) as client:
+                got = await client.api("configmaps", namespace="default").get("seen")
+                assert wk.meta.key(got) == wk.ObjectRef("default", "seen")
+        with pytest.raises(wk.ConfigError, match="context 'nope' is not defined"):
+            wk.ClientConfig.from_kubeconfig(path, context="nope")
+
+
+def test_client_config_default_kubeconfig_and_in_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
+    with pytest.raises(wk.ConfigError, match="not running in a cluster"):
+        wk.ClientConfig.in_cluster()
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: k, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+        "contexts: [{name: c, context: {cluster: k, namespace: team}}]\n")
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    for config in (wk.ClientConfig.from_kubeconfig(), wk.ClientConfig.from_env()):
+        assert (config.server, config.namespace, config.context) == (
+            "http://127.0.0.1:9", "team", "c")
