@@ -56,9 +56,16 @@ def annotations(obj: JSON) -> dict[str, str]:
     return dict(_meta(obj).get("annotations") or {})
 
 
+_new_ref = tuple.__new__
+
+
 def key(obj: JSON) -> ObjectRef:
-    """``ObjectRef(namespace, name)``: the identity of an object within one resource type."""
-    return ObjectRef(namespace(obj), name(obj))
+    """``ObjectRef(namespace, name)``: the identity of an object within one resource type.
+    Called for every event a store applies, so it reads the metadata once and builds the
+    tuple directly (as fast as the plain tuple it used to return)."""
+    meta = _meta(obj)
+    ns = meta.get("namespace")
+    return _new_ref(ObjectRef, (str(ns) if ns else None, str(meta.get("name", ""))))
 
 
 def ref(obj: JSON) -> str:
