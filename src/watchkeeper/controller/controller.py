@@ -262,7 +262,7 @@ def owner_mapper(owner: Resource) -> Mapper:
         refs = (child.get("metadata") or {}).get("ownerReferences") or []
         ns = meta.namespace(child) if owner.namespaced else None
         return [
-            ObjectRef(r["name"], ns)
+            ObjectRef(namespace=ns, name=r["name"])
             for r in refs
             if r.get("kind") == owner.kind
             and str(r.get("apiVersion", "")).rpartition("/")[0] == owner.group
@@ -590,7 +590,7 @@ class Controller:
                         await asyncio.gather(elector_task.task, return_exceptions=True)
                         elector.reset()
                         for obj in self.store.list():  # whatever was in flight runs again
-                            scheduler.schedule(ObjectRef(meta.name(obj), meta.namespace(obj)))
+                            scheduler.schedule(meta.key(obj))
                         start_workers()
                         elector_task = sup.spawn("leader elector", elector.run, forever=False)
                 finally:
@@ -645,7 +645,7 @@ class Controller:
                         scheduler.schedule(ref, debounce)
                 elif isinstance(event, Delete):
                     if trig.mapper is None:
-                        ref = ObjectRef(meta.name(event.obj), meta.namespace(event.obj))
+                        ref = meta.key(event.obj)
                         scheduler.cancel(ref)
                         self._object_backoff.pop(ref, None)
                         self.stats.forget(ref)
@@ -681,7 +681,7 @@ class Controller:
         """What to reconcile for ``obj``; a mapper's error is logged and counted, never
         allowed to end the trigger (later changes must still be seen)."""
         if trig.mapper is None:
-            return [ObjectRef(meta.name(obj), meta.namespace(obj))]
+            return [meta.key(obj)]
         try:
             refs = list(trig.mapper(obj))
             for ref in refs:
@@ -709,7 +709,7 @@ class Controller:
         loop = asyncio.get_running_loop()
         while (ref := await scheduler.next()) is not None:
             try:
-                obj = self.store.get(ref.name, ref.namespace)
+                obj = self.store.get(ref.name, namespace=ref.namespace)
                 if obj is None:
                     continue  # deleted meanwhile: nothing to reconcile
                 if limiter is not None:

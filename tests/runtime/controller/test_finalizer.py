@@ -147,7 +147,7 @@ async def test_finalizer_list_changed_during_cleanup(
         caplog.set_level(logging.WARNING, logger="watchkeeper")
         task = asyncio.create_task(ctrl.run(reconcile, stop=stop))
         try:
-            await eventually(lambda: FINALIZER in (ctrl.store.get("obj", NS) or {}).get(
+            await eventually(lambda: FINALIZER in (ctrl.store.get("obj", namespace=NS) or {}).get(
                 "metadata", {}).get("finalizers", []))
             live = await api.get("obj")
             await api.patch("obj", {"metadata": {"finalizers": [*live["metadata"]["finalizers"],

@@ -71,7 +71,8 @@ async def test_a_mapper_that_raises_is_logged_counted_and_the_trigger_goes_on(
         return wk.Action.await_change()
 
     def mapper(obj: dict[str, Any]) -> list[wk.ObjectRef]:
-        return [wk.ObjectRef(obj["data"]["for"], NS)]  # KeyError for a ConfigMap without it
+        # KeyError for a ConfigMap without it
+        return [wk.ObjectRef(namespace=NS, name=obj["data"]["for"])]
 
     srv.create_object(secret("target"))
     async with srv.client() as client:
