@@ -48,6 +48,7 @@ from watchkeeper.controller import (
     Operator,
     Recorder,
     finalizer,
+    predicates,
 )
 from watchkeeper.errors import WatchkeeperError
 from watchkeeper.leader import LeaderElector
@@ -134,6 +135,7 @@ __all__ = [
     "__version__",
     "finalizer",
     "meta",
+    "predicates",
     "reflector",
     "run",
     "watcher",
