@@ -31,8 +31,8 @@ def generation_changed(obj: JSON) -> Hashable | None:
     so that finalizers run whether or not the server bumped the generation for it.
 
     A metadata-only change (labels, annotations, finalizers: ``wk.finalizer`` adding its
-    own) is dropped; combine with ``labels_changed`` etc. through ``any_changed``, or
-    return ``Action.requeue`` where the next reconcile must follow such a write."""
+    own) is dropped; combine with ``finalizers_changed`` etc. through ``any_changed``
+    where the next reconcile must follow such a write."""
     md = _metadata(obj)
     generation = md.get("generation")
     if generation is None:
@@ -48,6 +48,12 @@ def labels_changed(obj: JSON) -> Hashable | None:
 def annotations_changed(obj: JSON) -> Hashable | None:
     """``metadata.annotations``: passes when an annotation is added, removed or changed."""
     return tuple(sorted((_metadata(obj).get("annotations") or {}).items()))
+
+
+def finalizers_changed(obj: JSON) -> Hashable | None:
+    """``metadata.finalizers``: with ``generation_changed`` in ``any_changed``, the write
+    of ``wk.finalizer`` adding its finalizer triggers the reconcile that applies."""
+    return tuple(_metadata(obj).get("finalizers") or ())
 
 
 def any_changed(*predicates: Predicate) -> Predicate:

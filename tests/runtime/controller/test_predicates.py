@@ -182,3 +182,7 @@ def test_any_changed_and_the_metadata_predicates() -> None:
     a = PredicateFilter(wk.predicates.annotations_changed)
     assert a.changed(obj("a", 1)) and not a.changed(obj("a", 5))
     assert a.changed(obj("a", 5, annotations={"n": "1"}))
+    fin = PredicateFilter(wk.predicates.any_changed(wk.predicates.generation_changed,
+                                                    wk.predicates.finalizers_changed))
+    assert fin.changed(obj("a", 1)) and not fin.changed(obj("a", 1, labels={"x": "1"}))
+    assert fin.changed(obj("a", 1, finalizers=["example.com/cleanup"]))  # wk.finalizer's write
