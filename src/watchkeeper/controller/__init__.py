@@ -3,7 +3,8 @@
 The package, one job per module: ``triggers`` (watched sources, mappers, predicates'
 filter), ``scheduler`` (the queue), ``workers`` (reconcile, error policy, backoff),
 ``stats`` and ``health`` (counts and the rules), ``leadership`` and ``signals`` (process
-concerns the controller is given), ``controller`` (the composition)."""
+concerns the controller is given), ``controller`` (the composition); for reconciles:
+``owners``, ``finalizer``, ``recorder``."""
 
 from watchkeeper.controller import predicates
 from watchkeeper.controller.action import Action, ObjectRef
@@ -14,11 +15,19 @@ from watchkeeper.controller.finalizer import finalizer
 from watchkeeper.controller.health import ControllerHealth
 from watchkeeper.controller.leadership import Elector
 from watchkeeper.controller.operator import Operator
+from watchkeeper.controller.owners import (
+    AlreadyOwned,
+    controller_of,
+    owner_reference,
+    set_controller_reference,
+    set_owner_reference,
+)
 from watchkeeper.controller.recorder import Recorder
 from watchkeeper.controller.triggers import owner_mapper
 
 __all__ = [
     "Action",
+    "AlreadyOwned",
     "Controller",
     "ControllerConfig",
     "ControllerHealth",
@@ -28,7 +37,11 @@ __all__ = [
     "ObjectRef",
     "Operator",
     "Recorder",
+    "controller_of",
     "finalizer",
     "owner_mapper",
+    "owner_reference",
     "predicates",
+    "set_controller_reference",
+    "set_owner_reference",
 ]
