@@ -5,9 +5,11 @@ form (``refuse(count_refused=True)``), so each connection attempt is counted. Re
 run: attempts during the outage, seconds from the fault's end to all 10 watches open again,
 and seconds from the circuit's close (the first successful request) to all 10 open. With
 ``--forbid-one`` the first namespace answers 403 from the fault's end on: the other nine must
-come back as fast. Real time, simulator and client in this process, 127.0.0.1 only.
+come back as fast. ``--probe-max S`` sets the circuit's probe-step cap (``none``: the
+watcher's backoff alone), to show what the cap trades. Real time, simulator and client in
+this process, 127.0.0.1 only. Writes benchmarks/results/kindness-fleet[-403]-<time>.json.
 
-    PYTHONPATH=src:sim python -m benchmarks.kindness_fleet [--duration 60] [--runs 3]
+    PYTHONPATH=src:sim python -m benchmarks.kindness_fleet [--duration 60] [--runs 5]
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import statistics
 import time
 
 import watchkeeper as wk
-from watchkeeper.client.circuit import CircuitState
+from benchmarks._common import save_results
+from watchkeeper.client.circuit import PROBE_MAX, CircuitState
 from watchkeeper_sim import ApiServer
 
 NAMESPACES = [f"team-{i}" for i in range(10)]
@@ -29,8 +32,10 @@ async def _consume(watch: wk.Watcher) -> None:
         pass
 
 
-async def one_run(duration: float, forbid_one: bool) -> dict[str, float]:
+async def one_run(duration: float, forbid_one: bool, probe_max: float | None
+                  ) -> dict[str, float]:
     async with ApiServer(bookmark_interval=30.0) as srv, srv.client() as client:
+        client.circuit.probe_max = probe_max
         watches = [wk.watcher(client.api("configmaps", ns), wk.WatchConfig(max_unhealthy=None))
                    for ns in NAMESPACES]
         tasks = [asyncio.create_task(_consume(w)) for w in watches]
@@ -67,19 +72,30 @@ async def one_run(duration: float, forbid_one: bool) -> dict[str, float]:
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=float, default=60.0)
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--forbid-one", action="store_true")
+    ap.add_argument("--probe-max", default=str(PROBE_MAX),
+                    help="the circuit's probe-step cap in seconds, or 'none'")
     args = ap.parse_args()
+    probe_max = None if args.probe_max == "none" else float(args.probe_max)
     rows = []
     for i in range(args.runs):
-        r = await one_run(args.duration, args.forbid_one)
+        r = await one_run(args.duration, args.forbid_one, probe_max)
         rows.append(r)
         print(f"run {i + 1}: attempts {r['attempts']:.0f}, all watching "
               f"{r['from_fault_end']:.2f} s after the fault ended, "
               f"{r['from_first_success']:.2f} s after the first success", flush=True)
+    summary = {}
     for key in ("attempts", "from_fault_end", "from_first_success"):
         vals = [r[key] for r in rows]
+        summary[key] = {"median": statistics.median(vals), "max": max(vals)}
         print(f"median {key}: {statistics.median(vals):.2f} (max {max(vals):.2f})")
+    name = "kindness-fleet" + ("-403" if args.forbid_one else "")
+    if probe_max != PROBE_MAX:
+        name += f"-probe-max-{args.probe_max}"
+    path = save_results(name, {"duration": args.duration, "forbid_one": args.forbid_one,
+                               "probe_max": probe_max, "runs": rows, "summary": summary})
+    print(f"results: {path}")
 
 
 if __name__ == "__main__":
