@@ -6,8 +6,11 @@ run: attempts during the outage, seconds from the fault's end to all 10 watches 
 and seconds from the circuit's close (the first successful request) to all 10 open. With
 ``--forbid-one`` the first namespace answers 403 from the fault's end on: the other nine must
 come back as fast. ``--probe-max S`` sets the circuit's probe-step cap (``none``: the
-watcher's backoff alone), to show what the cap trades. Real time, simulator and client in
-this process, 127.0.0.1 only. Writes benchmarks/results/kindness-fleet[-403]-<time>.json.
+watcher's backoff alone), to show what the cap trades. ``--extra-max S`` ends each outage
+a random 0..S s later (attempts still counted over ``--duration``), so the server returns
+at a random moment of the probe schedule, not at 60 s, where the default schedule tends to
+probe. Real time, simulator and client in this process, 127.0.0.1 only. Writes
+benchmarks/results/kindness-fleet[-403][-probe-max-S][-random-end]-<time>.json.
 
     PYTHONPATH=src:sim python -m benchmarks.kindness_fleet [--duration 60] [--runs 5]
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import statistics
 import time
 
@@ -32,8 +36,8 @@ async def _consume(watch: wk.Watcher) -> None:
         pass
 
 
-async def one_run(duration: float, forbid_one: bool, probe_max: float | None
-                  ) -> dict[str, float]:
+async def one_run(duration: float, forbid_one: bool, probe_max: float | None,
+                  extra: float = 0.0) -> dict[str, float]:
     async with ApiServer(bookmark_interval=30.0) as srv, srv.client() as client:
         client.circuit.probe_max = probe_max
         watches = [wk.watcher(client.api("configmaps", ns), wk.WatchConfig(max_unhealthy=None))
@@ -47,6 +51,7 @@ async def one_run(duration: float, forbid_one: bool, probe_max: float | None
             before = srv.connection_attempts
             await asyncio.sleep(duration)
             attempts = srv.connection_attempts - before
+            await asyncio.sleep(extra)  # the return at another moment of the probe schedule
             srv.faults.clear()
             if forbid_one:
                 prefix = f"/api/v1/namespaces/{NAMESPACES[0]}/"
@@ -61,7 +66,8 @@ async def one_run(duration: float, forbid_one: bool, probe_max: float | None
             back = time.monotonic()
             if closed is None:
                 closed = back
-            return {"attempts": attempts, "from_fault_end": back - cleared,
+            return {"attempts": attempts, "outage": duration + extra,
+                    "from_fault_end": back - cleared,
                     "from_first_success": back - closed}
         finally:
             for t in tasks:
@@ -76,13 +82,21 @@ async def main() -> None:
     ap.add_argument("--forbid-one", action="store_true")
     ap.add_argument("--probe-max", default=str(PROBE_MAX),
                     help="the circuit's probe-step cap in seconds, or 'none'")
+    ap.add_argument("--extra-max", type=float, default=0.0,
+                    help="each outage lasts --duration plus a random 0..this many seconds "
+                         "(attempts still counted in the first --duration), so the server "
+                         "returns at a random moment of the probe schedule")
+    ap.add_argument("--seed", type=int, default=13)
     args = ap.parse_args()
+    rng = random.Random(args.seed)
     probe_max = None if args.probe_max == "none" else float(args.probe_max)
     rows = []
     for i in range(args.runs):
-        r = await one_run(args.duration, args.forbid_one, probe_max)
+        r = await one_run(args.duration, args.forbid_one, probe_max,
+                          rng.uniform(0.0, args.extra_max))
         rows.append(r)
-        print(f"run {i + 1}: attempts {r['attempts']:.0f}, all watching "
+        print(f"run {i + 1}: outage {r['outage']:.1f} s, attempts {r['attempts']:.0f} "
+              f"in the first {args.duration:g} s, all watching "
               f"{r['from_fault_end']:.2f} s after the fault ended, "
               f"{r['from_first_success']:.2f} s after the first success", flush=True)
     summary = {}
@@ -93,7 +107,10 @@ async def main() -> None:
     name = "kindness-fleet" + ("-403" if args.forbid_one else "")
     if probe_max != PROBE_MAX:
         name += f"-probe-max-{args.probe_max}"
-    path = save_results(name, {"duration": args.duration, "forbid_one": args.forbid_one,
+    if args.extra_max:
+        name += "-random-end"
+    path = save_results(name, {"duration": args.duration, "extra_max": args.extra_max,
+                               "seed": args.seed, "forbid_one": args.forbid_one,
                                "probe_max": probe_max, "runs": rows, "summary": summary})
     print(f"results: {path}")
 
