@@ -2,8 +2,8 @@
 
 While the server is unreachable (connection refused or reset, TLS handshake failure, a
 timeout, 5xx, 429) the circuit is *open*: one caller at a time is the probe, sent on the
-prober's own backoff but at least every ``probe_max`` seconds (jittered), and never before
-the server's Retry-After; every other caller waits. The first successful response on the
+prober's own backoff but, while other callers wait on it, at least every ``probe_max``
+seconds (jittered), and never before the server's Retry-After; every other caller waits. The first successful response on the
 client, any verb, closes it, and the callers that were waiting are released spread over
 ``release_spread`` seconds with jitter, so recovery is no thundering herd.
 
@@ -12,7 +12,8 @@ is the wait for the next probe plus the release. A watcher's backoff grows to 30
 the next probe came up to a minute late; capped at 7-8 s the process makes at most 10
 connection attempts in an outage's first minute (default backoff: 0.8, 1.6, 3.2, then
 7-8 s steps) and waits on average under 4 s for the next probe after the server returns.
-No schedule does much better on both: with N probes a minute, a server back at a random
+A lone caller keeps its backoff exactly (at most 7 attempts in a minute, the hardening
+bound): the cap spends only what sharing saves. No schedule does much better on both: with N probes a minute, a server back at a random
 moment waits at least 30/N s for the next one on average (median too), however they are
 spaced; 10 a minute means 3 s.
 
@@ -118,6 +119,7 @@ class Circuit:
         self._changed: asyncio.Event | None = None
         self.opened = 0  # times the circuit opened (for tests, metrics and repr)
         self.probes = 0  # probe turns handed out
+        self._waiting = 0  # callers inside wait_turn: whom the next probe serves
 
     def now(self) -> float:
         return self._clock() if self._clock else asyncio.get_running_loop().time()
@@ -134,9 +136,11 @@ class Circuit:
 
     def _capped(self, step: float) -> float:
         """The probe step: ``step``, or ``probe_max`` plus jitter when ``step`` is longer
-        (jittered so processes that lost the server together do not probe in step)."""
+        and other callers wait on the probe (jittered so processes that lost the server
+        together do not probe in step). A lone caller keeps its own backoff exactly: the
+        cap spends what sharing saves (ten watchers' attempts become one probe's)."""
         cap = self.probe_max
-        if cap is None or step <= cap:
+        if cap is None or step <= cap or self._waiting == 0:
             return step
         return cap + cap * self.probe_jitter * self._rng.random()
 
@@ -205,6 +209,13 @@ class Circuit:
         the circuit's next step; the others wait for the circuit to close and are then
         released spread over ``release_spread`` seconds. Returns True when the caller
         goes as the probe."""
+        self._waiting += 1
+        try:
+            return await self._wait_turn(not_before, latest)
+        finally:
+            self._waiting -= 1
+
+    async def _wait_turn(self, not_before: float, latest: float | None) -> bool:
         waited_open = False
         while True:
             now = self.now()

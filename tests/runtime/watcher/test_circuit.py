@@ -147,6 +147,11 @@ def test_the_probe_step_is_capped_with_jitter_and_retry_after_still_wins() -> No
         c = Circuit(clock=lambda: now[0], rng=random.Random(7))
         c.record_failure(wk.ConnectionFailed("refused"), 0.8)  # a short step stays
         assert c.expected_wait() == pytest.approx(0.8)
+        c._probe = asyncio.current_task()
+        c.record_failure(wk.ConnectionFailed("refused"), 45.0)  # alone: its own backoff
+        assert c.expected_wait() == pytest.approx(45.0)
+        waiter = asyncio.ensure_future(c.wait_turn())  # another watcher waits on the probe
+        await asyncio.sleep(0)
         steps = []
         for _ in range(50):
             c._probe = asyncio.current_task()  # as the probe reporting back
@@ -156,6 +161,9 @@ def test_the_probe_step_is_capped_with_jitter_and_retry_after_still_wins() -> No
         c._probe = asyncio.current_task()
         c.record_failure(wk.TooManyRequests("slow down", code=429, retry_after=20.0), 45.0)
         assert c.expected_wait() == pytest.approx(20.0)  # never faster than Retry-After
+        waiter.cancel()
+        await asyncio.gather(waiter, return_exceptions=True)
+        assert c._waiting == 0
         uncapped = Circuit(clock=lambda: now[0], probe_max=None)
         uncapped.record_failure(wk.ConnectionFailed("refused"), 45.0)
         assert uncapped.expected_wait() == pytest.approx(45.0)
