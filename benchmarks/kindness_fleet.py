@@ -7,9 +7,10 @@ and seconds from the circuit's close (the first successful request) to all 10 op
 ``--forbid-one`` the first namespace answers 403 from the fault's end on: the other nine must
 come back as fast. ``--probe-max S`` sets the circuit's probe-step cap (``none``: the
 watcher's backoff alone), to show what the cap trades. ``--extra-max S`` ends each outage
-a random 0..S s later (attempts still counted over ``--duration``), so the server returns
-at a random moment of the probe schedule, not at 60 s, where the default schedule tends to
-probe. Real time, simulator and client in this process, 127.0.0.1 only. Writes
+0..S s later (run i at random in the i-th of ``--runs`` equal slices; attempts still
+counted over ``--duration``), so the server returns at any moment of the probe schedule,
+not only at 60 s, where the default schedule tends to probe. Real time, simulator and
+client in this process, 127.0.0.1 only. Writes
 benchmarks/results/kindness-fleet[-403][-probe-max-S][-random-end]-<time>.json.
 
     PYTHONPATH=src:sim python -m benchmarks.kindness_fleet [--duration 60] [--runs 5]
@@ -83,7 +84,7 @@ async def main() -> None:
     ap.add_argument("--probe-max", default=str(PROBE_MAX),
                     help="the circuit's probe-step cap in seconds, or 'none'")
     ap.add_argument("--extra-max", type=float, default=0.0,
-                    help="each outage lasts --duration plus a random 0..this many seconds "
+                    help="each outage lasts --duration plus 0..this many seconds (stratified) "
                          "(attempts still counted in the first --duration), so the server "
                          "returns at a random moment of the probe schedule")
     ap.add_argument("--seed", type=int, default=13)
@@ -92,8 +93,10 @@ async def main() -> None:
     probe_max = None if args.probe_max == "none" else float(args.probe_max)
     rows = []
     for i in range(args.runs):
-        r = await one_run(args.duration, args.forbid_one, probe_max,
-                          rng.uniform(0.0, args.extra_max))
+        # Stratified: run i ends in the i-th slice of 0..extra_max, at random within it, so a
+        # few runs cover the probe schedule's phases evenly.
+        extra = (i + rng.random()) * args.extra_max / args.runs
+        r = await one_run(args.duration, args.forbid_one, probe_max, extra)
         rows.append(r)
         print(f"run {i + 1}: outage {r['outage']:.1f} s, attempts {r['attempts']:.0f} "
               f"in the first {args.duration:g} s, all watching "
