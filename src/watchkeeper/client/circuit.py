@@ -3,19 +3,20 @@
 While the server is unreachable (connection refused or reset, TLS handshake failure, a
 timeout, 5xx, 429) the circuit is *open*: one caller at a time is the probe, sent on the
 prober's own backoff but, while other callers wait on it, at least every ``probe_max``
-seconds (jittered), and never before the server's Retry-After; every other caller waits. The first successful response on the
-client, any verb, closes it, and the callers that were waiting are released spread over
-``release_spread`` seconds with jitter, so recovery is no thundering herd.
+seconds (jittered), and never before the server's Retry-After; every other caller waits.
+The first successful response on the client, any verb, closes it, and the callers that
+were waiting are released spread over ``release_spread`` seconds with jitter, so recovery
+is no thundering herd.
 
 Why a cap on the probe step: the time from the server's return to everyone working again
 is the wait for the next probe plus the release. A watcher's backoff grows to 30-60 s, so
 the next probe came up to a minute late; capped at 7-8 s the process makes at most 10
 connection attempts in an outage's first minute (default backoff: 0.8, 1.6, 3.2, then
-7-8 s steps) and waits on average under 4 s for the next probe after the server returns.
+7-8 s steps) and waits about 4 s on average for the next probe after the server returns.
 A lone caller keeps its backoff exactly (at most 7 attempts in a minute, the hardening
-bound): the cap spends only what sharing saves. No schedule does much better on both: with N probes a minute, a server back at a random
-moment waits at least 30/N s for the next one on average (median too), however they are
-spaced; 10 a minute means 3 s.
+bound): the cap spends only what sharing saves. No schedule does much better on both:
+with N probes a minute, a server back at a random moment waits at least 30/N s for the
+next one on average (median too), however they are spaced; 10 a minute means 3 s.
 
 Errors about one resource (401, 403, 404, 410, 422...) prove the server answers: they
 close it too and stay the caller's own business.
