@@ -66,7 +66,8 @@ MEASURED_INTERNALS = {
     "benchmarks/decode_floor.py": {"watchkeeper.client.api._Head"},
     "benchmarks/watch_breakdown.py": {"watchkeeper.client.api._Head",
                                       "watchkeeper.client.api._decode_any"},
-    "benchmarks/kindness_fleet.py": {"watchkeeper.client.circuit.CircuitState"},
+    "benchmarks/kindness_fleet.py": {"watchkeeper.client.circuit.CircuitState",
+                                      "watchkeeper.client.circuit.PROBE_MAX"},
     # the simulator process of the benchmarks patches the simulator's serving path
     "benchmarks/_sim_runner.py": {
         "watchkeeper_sim.api.handlers.Handlers", "watchkeeper_sim.api.watch",
