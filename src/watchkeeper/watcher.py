@@ -20,9 +20,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
-
-import msgspec
+from typing import Any, Literal
 
 from watchkeeper.backoff import Backoff, DefaultBackoff
 from watchkeeper.client import (
@@ -35,11 +33,10 @@ from watchkeeper.client import (
     Invalid,
     Timeout,
 )
-from watchkeeper.client._json import bounded_repr
-from watchkeeper.client._pieces import LazyPiece, PieceDecoder
-from watchkeeper.client.api import _NO_META, KeyFields, decode_line_object, key_fields
 from watchkeeper.client.circuit import is_reachability_error
-from watchkeeper.client.errors import MAX_RETRY_AFTER, error_from_status
+from watchkeeper.client.errors import MAX_RETRY_AFTER
+from watchkeeper.client.objects import INITIAL_EVENTS_END as INITIAL_EVENTS_END
+from watchkeeper.client.objects import Bookmark, ObjectEvent, strip_managed_fields
 from watchkeeper.errors import WatchkeeperError
 
 __all__ = [
@@ -62,7 +59,6 @@ __all__ = [
 log = logging.getLogger("watchkeeper.watcher")
 
 JSON = dict[str, Any]
-INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 STABLE_AFTER = 10.0  # seconds a watch must stay open to count as progress by itself
 # Seconds a resumed watch must stay open (no error) to count as working again: a server
 # refusing the resume (410 as an ERROR line) does so at once, so no "recovered" 2 ms before
@@ -91,105 +87,15 @@ class InitStart:
     """A (re)list begins: the objects that follow replace everything known so far."""
 
 
-if TYPE_CHECKING:
-
-    class _EventFields:
-        """What type checkers see: ``obj`` is always a dict."""
-
-        __match_args__ = ("obj",)
-        _key: KeyFields | None
-        _line: bytes | LazyPiece | None
-        _strip: bool
-        _at: int
-
-        def __init__(self, obj: JSON | None, _key: KeyFields | None = None,
-                     _line: bytes | LazyPiece | None = None, _strip: bool = False,
-                     _at: int = 0) -> None: ...
-
-        @property
-        def obj(self) -> JSON: ...
-
-else:
-
-    class _EventFields(msgspec.Struct):
-        """The storage of an object event. A msgspec Struct because it is built in C: 0.08
-        against 0.35 µs per event for a Python ``__init__``, a third of the lazy watcher's
-        whole cost per event (docs/decisions.md). ``obj`` is None until a lazy event's
-        object is read; the ``obj`` property set on ``_ObjectEvent`` below decodes it then."""
-
-        obj: Any
-        _key: Any = None
-        _line: Any = None  # the event's line, or its piece (``_at`` is its index there)
-        _strip: bool = False
-        _at: int = 0
+_ObjectEvent = ObjectEvent  # the one lazy event class lives in the client (client/objects.py)
 
 
-_OBJ_SLOT: Any = _EventFields.__dict__["obj"] if not TYPE_CHECKING else None
-
-
-class _ObjectEvent(_EventFields):
-    """An event that carries one object.
+class InitApply(ObjectEvent):
+    """One object of the current (re)list.
 
     ``obj`` is a plain dict. A lazy watcher (``WatchConfig(lazy_decode=True)``) decodes it
     on first read; ``name``, ``namespace`` and ``resource_version`` never need that.
-    Compared by value, matched positionally as ``case Apply(obj)``; not hashable (it holds
-    a dict). The private constructor arguments are the watcher's lazy form.
-    """
-
-    def _keys(self) -> KeyFields:
-        keys = self._key
-        if keys is None:
-            keys = self._key = key_fields(self.obj)
-        return keys
-
-    @property
-    def name(self) -> str:
-        return self._keys().name
-
-    @property
-    def namespace(self) -> str:
-        return self._keys().namespace
-
-    @property
-    def resource_version(self) -> str:
-        return self._keys().resourceVersion
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        assert isinstance(other, _ObjectEvent)
-        return self.obj == other.obj
-
-    def __repr__(self) -> str:
-        if self._line is not None:
-            return (f"{type(self).__name__}(<not decoded: {self.namespace}/{self.name} "
-                    f"rv={self.resource_version}>)")
-        # Bounded: an object as deep as the apiserver stores would make repr() raise.
-        return f"{type(self).__name__}(obj={bounded_repr(self.obj)})"
-
-
-def _decoded(self: _ObjectEvent) -> JSON:
-    """``event.obj``: a lazy event decodes its line on first read."""
-    obj: JSON | None = _OBJ_SLOT.__get__(self)
-    if obj is None:
-        line = self._line
-        if line is None:
-            raise TypeError(f"{type(self).__name__} has no object")
-        obj = decode_line_object(line) if isinstance(line, bytes) else line.obj(self._at)
-        if self._strip:
-            _strip(obj)
-        _OBJ_SLOT.__set__(self, obj)
-        self._line = None
-    return obj
-
-
-if not TYPE_CHECKING:
-    # Set after the class is made: in the body msgspec would take it for the field's default.
-    _ObjectEvent.obj = property(_decoded)
-
-
-class InitApply(_ObjectEvent):
-    """One object of the current (re)list."""
+    Compared by value, matched positionally as ``case InitApply(obj)``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,12 +103,21 @@ class InitDone:
     """The (re)list is complete: a cache may now swap in what it collected."""
 
 
-class Apply(_ObjectEvent):
-    """An object was added or modified."""
+class Apply(ObjectEvent):
+    """An object was added or modified (``obj``; lazy as ``InitApply``)."""
 
 
-class Delete(_ObjectEvent):
-    """An object was deleted (its last known state)."""
+class Delete(ObjectEvent):
+    """An object was deleted (its last known state; lazy as ``InitApply``)."""
+
+
+# What the stream builds of each object line (client/stream.py ``batches``); a type the
+# apiserver does not send is taken as a change, as before.
+_CLASSES: dict[str, type[ObjectEvent]] = {"ADDED": Apply, "MODIFIED": Apply, "DELETED": Delete}
+
+
+def _other(kind: str) -> type[ObjectEvent]:
+    return Apply
 
 
 @dataclass(frozen=True, slots=True)
@@ -424,10 +339,7 @@ def _same_error(a: ApiError, b: ApiError) -> bool:
     return type(a) is type(b) and a.code == b.code and a.message == b.message
 
 
-def _strip(obj: JSON) -> None:
-    meta = obj.get("metadata")
-    if isinstance(meta, dict):
-        meta.pop("managedFields", None)
+_strip = strip_managed_fields
 
 
 def _unusable_rv(error: ApiError) -> bool:
@@ -765,8 +677,7 @@ class Watcher:
                         metadata_only=cfg.metadata_only,
                         lazy=lazy,
                     ))
-                pieces = stream.pieces()
-                decoder = stream.decoder
+                batches = stream.batches(_CLASSES, _other, counts=counts, strip=strip)
                 if initial:
                     # Announced only once the server accepted the streaming list: a server
                     # without WatchList refuses it (422) and the paginated fallback then
@@ -774,22 +685,23 @@ class Watcher:
                     health.relists += 1
                     yield [InitStart()]
                     async with self._deadline(progress, "WATCH"):
-                        survivors, rest, at = await self._initial_events(pieces, decoder, clock)
+                        survivors, rest = await self._initial_events(batches, clock)
                     delivered = True
                     if survivors:
                         yield survivors
                     del survivors
                     progress.progressed()
                     yield [InitDone()]
-                    if rest is not None:
-                        # The piece that held the initial-events-end bookmark goes on with
+                    if rest:
+                        # The batch that held the initial-events-end bookmark goes on with
                         # live events: they are ordinary watch events.
-                        batch, error = self._piece_events(rest, at, decoder, progress)
+                        rv = _last_version(rest)
+                        if rv:
+                            self.resource_version = rv
+                        rest = [ev for ev in rest if ev.__class__ is not Bookmark]
+                        if rest:
+                            yield rest  # type: ignore[misc]  # Apply/Delete, built by the stream
                         del rest
-                        if batch:
-                            yield batch
-                        if error is not None:
-                            raise error
                 else:
                     loop = asyncio.get_running_loop()
                     if held is not None:
@@ -803,34 +715,20 @@ class Watcher:
                     stable = loop.call_later(min(STABLE_AFTER, timeout / 2), progress.progressed)
                     if held is not None:
                         yield held  # emptied by the consumer: popped in _run
-                async for envs in pieces:
+                decoder = stream.decoder
+                async for batch in batches:
+                    # The bookkeeping once per piece (the stream counted its events by type).
                     delivered = True
-                    if decoder.plain:
-                        # Only ADDED/MODIFIED/DELETED: the bookkeeping once for the piece.
-                        if decoder.resource_version:
-                            self.resource_version = decoder.resource_version
-                        decoder.count(envs, counts)
-                        health.last_event_at = clock()
-                        if not progress.settled or health.state is not _HEALTHY:
-                            progress.progressed()
-                        if lazy:
-                            piece = decoder.piece
-                            yield [(Delete if e.type == "DELETED" else Apply)(
-                                None, e.object.metadata or _NO_META, piece, strip, i)
-                                for i, e in enumerate(envs)]
-                        else:
-                            if strip:
-                                for e in envs:
-                                    _strip(e.object)
-                            yield [(Delete if e.type == "DELETED" else Apply)(e.object)
-                                   for e in envs]
-                        continue
-                    batch, error = self._piece_events(envs, 0, decoder, progress)
-                    del envs
-                    if batch:
-                        yield batch
-                    if error is not None:
-                        raise error
+                    if decoder.resource_version:
+                        self.resource_version = decoder.resource_version
+                    health.last_event_at = clock()
+                    if not progress.settled or health.state is not _HEALTHY:
+                        progress.progressed()
+                    if not decoder.plain:
+                        batch = [ev for ev in batch if ev.__class__ is not Bookmark]
+                        if not batch:
+                            continue
+                    yield batch  # type: ignore[misc]  # Apply/Delete, built by the stream
         finally:
             if stable is not None:
                 stable.cancel()
@@ -845,98 +743,48 @@ class Watcher:
             )
         progress.progressed()  # a watch that stayed open to its timeout is health
 
-    def _piece_events(
-        self, envs: list[Any], start: int, decoder: PieceDecoder, progress: _Progress
-    ) -> tuple[list[Event], ApiError | None]:
-        """The events of ``envs[start:]`` (one piece that is not plain ADDED/MODIFIED/DELETED:
-        bookmarks, an ERROR, or the events before a bad line), with the bookkeeping per event.
-        An ERROR ends the piece: the events before it are returned with its error, which the
-        caller raises once it has handed them out."""
-        clock, health, strip = progress.clock, self.health, self.config.strip_managed_fields
-        counts = health.events
-        lazy = decoder.lazy
-        piece = decoder.piece
-        batch: list[Event] = []
-        for i in range(start, len(envs)):
-            env = envs[i]
-            kind = env.type
-            if kind == "ERROR":
-                status = decode_line_object(piece.line(i)) if lazy else env.object
-                return batch, error_from_status(
-                    status, method="WATCH", path=self.api.resource_name)
-            new_rv = decoder.rv_of(env)
-            if new_rv:
-                self.resource_version = new_rv
-            counts[kind] = counts.get(kind, 0) + 1
-            health.last_event_at = clock()
-            if not progress.settled or health.state is not _HEALTHY:
-                progress.progressed()
-            if kind == "BOOKMARK":
-                continue
-            cls: type[Apply | Delete] = Delete if kind == "DELETED" else Apply
-            if lazy:
-                batch.append(cls(None, env.object.metadata or _NO_META, piece, strip, i))
-            else:
-                obj = env.object
-                if strip:
-                    _strip(obj)
-                batch.append(cls(obj))
-        return batch, None
-
     async def _initial_events(
-        self, pieces: AsyncIterator[list[Any]], decoder: PieceDecoder,
-        clock: Callable[[], float],
-    ) -> tuple[list[Event], list[Any] | None, int]:
+        self, batches: AsyncIterator[list[ObjectEvent]], clock: Callable[[], float],
+    ) -> tuple[list[Event], list[ObjectEvent]]:
         """A streaming list's events up to the ``k8s.io/initial-events-end`` bookmark, applied
         in order to a set keyed by namespace/name, as client-go's temporary store does.
 
         The server may send live ADDED/MODIFIED/DELETED before that bookmark (a real
         apiserver does, on its ~1 s bookmark tick); an object created and deleted in that
         window must not come out as present, so only the survivors are returned (as
-        ``InitApply``), in first-seen order, with the rest of the bookmark's piece (its
-        envelopes and the index after the bookmark; None if the bookmark ended it). Yields
-        nothing, so a deadline can wrap it.
+        ``InitApply``), in first-seen order, with the rest of the bookmark's batch (live
+        watch events). Yields nothing, so a deadline can wrap it.
         """
-        strip, health = self.config.strip_managed_fields, self.health
-        counts = health.events
-        lazy = decoder.lazy
+        health = self.health
         known: dict[tuple[str, str], InitApply] = {}
-        async for envs in pieces:
-            piece = decoder.piece
-            for i, env in enumerate(envs):
-                kind = env.type
-                if kind == "ERROR":
-                    status = decode_line_object(piece.line(i)) if lazy else env.object
-                    raise error_from_status(status, method="WATCH", path=self.api.resource_name)
-                key: KeyFields = (env.object.metadata or _NO_META) if lazy \
-                    else key_fields(env.object)
-                if key.resourceVersion:
-                    self.resource_version = key.resourceVersion
-                counts[kind] = counts.get(kind, 0) + 1
-                health.last_event_at = clock()
-                if kind == "BOOKMARK":
-                    obj = decode_line_object(piece.line(i)) if lazy else env.object
-                    meta = obj.get("metadata")
-                    annotations = meta.get("annotations") if isinstance(meta, dict) else None
-                    if isinstance(annotations, dict) and \
-                            annotations.get(INITIAL_EVENTS_END) == "true":
-                        rest = envs if i + 1 < len(envs) else None
-                        return list(known.values()), rest, i + 1
+        async for batch in batches:
+            health.last_event_at = clock()
+            for i, ev in enumerate(batch):
+                if ev.resource_version:
+                    self.resource_version = ev.resource_version
+                cls = ev.__class__
+                if cls is Bookmark:
+                    assert isinstance(ev, Bookmark)
+                    if ev.initial_events_end:
+                        return list(known.values()), batch[i + 1:]
                     continue
-                where = (key.namespace, key.name)
-                if kind == "DELETED":
+                where = (ev.namespace, ev.name)
+                if cls is Delete:
                     known.pop(where, None)
-                elif lazy:
-                    known[where] = InitApply(None, key, piece, strip, i)
                 else:
-                    obj = env.object
-                    if strip:
-                        _strip(obj)
-                    known[where] = InitApply(obj, key)
+                    known[where] = ev._copy_as(InitApply)
         raise _ClosedEarly(
             "streaming list ended before the initial-events-end bookmark",
             reason="ClosedEarly", method="WATCH", path=self.api.resource_name,
         )
+
+
+def _last_version(batch: list[ObjectEvent]) -> str:
+    """The resourceVersion of the last event of ``batch`` that has one ("" if none)."""
+    for ev in reversed(batch):
+        if ev.resource_version:
+            return ev.resource_version
+    return ""
 
 
 def _streaming_unsupported(error: ApiError) -> bool:
