@@ -67,6 +67,7 @@ from watchkeeper.watcher import (
     WatcherUnhealthy,
     WatchGaveUp,
     WatchHealth,
+    WatchPhase,
     WatchState,
     watcher,
 )
@@ -126,6 +127,7 @@ __all__ = [
     "WatchGaveUp",
     "WatchHandle",
     "WatchHealth",
+    "WatchPhase",
     "WatchState",
     "Watcher",
     "WatcherUnhealthy",

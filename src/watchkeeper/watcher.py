@@ -50,6 +50,7 @@ __all__ = [
     "WatchError",
     "WatchGaveUp",
     "WatchHealth",
+    "WatchPhase",
     "WatchState",
     "Watcher",
     "WatcherUnhealthy",
@@ -205,16 +206,31 @@ class WatchState(enum.Enum):
 _HEALTHY = WatchState.HEALTHY
 
 
+class WatchPhase(enum.Enum):
+    """Where a watcher is in its cycle (``WatchHealth.phase``). ``state`` says whether it
+    works; ``phase`` says what it is doing: listing, watching, or waiting to retry."""
+
+    STARTING = "starting"
+    INITIAL_LIST = "initial-list"  # a paginated LIST (the first one, or a relist)
+    STREAMING_LIST = "streaming-list"  # a watch with sendInitialEvents, before its end
+    WATCHING = "watching"
+    BACKING_OFF = "backing-off"  # waiting its own delay (backoff, Retry-After) to retry
+    WAITING_ON_CIRCUIT = "waiting-on-circuit"  # the client's circuit is open: its turn
+    STOPPED = "stopped"  # it raised (not retriable, unhealthy, the backoff gave up)
+
+
 @dataclass
 class WatchHealth:
     """Live health of one watcher, safe to read from other tasks.
 
     ``since`` is when the current state began (event-loop clock); ``since_wall`` the same
     as a Unix time for display. ``consecutive_failures`` counts failures since last progress.
+    ``phase`` is what the watcher is doing now (``WatchPhase``).
     """
 
     resource: str = ""
     state: WatchState = WatchState.STARTING
+    phase: WatchPhase = WatchPhase.STARTING
     since: float = 0.0
     since_wall: float = field(default_factory=time.time)
     last_error: ApiError | None = None
@@ -353,6 +369,122 @@ class _ClosedEarly(ConnectionFailed):
     pass
 
 
+# -- the retry decision -------------------------------------------------------------------
+
+
+class RetryAction(enum.Enum):
+    RETRY = "retry"  # wait ``delay`` (or the circuit), then try again
+    FALL_BACK = "fall-back"  # the server has no streaming lists: a paginated LIST, at once
+    RAISE = "raise"  # the caller's own mistake: the error is raised, no retry can fix it
+    GIVE_UP = "give-up"  # the backoff returned None: ``WatchGaveUp``
+    UNHEALTHY = "unhealthy"  # max_unhealthy is reached: ``WatcherUnhealthy``
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a watcher does after a failed attempt (``decide``).
+
+    ``relist``: the next attempt lists again (the resume version is dropped). ``delay``:
+    seconds until the next attempt; for ``UNHEALTHY`` with ``at`` set, seconds until
+    ``WatcherUnhealthy`` is raised at ``at`` (no attempt fits before the threshold; None:
+    at once). ``circuit``: the wait is the client's circuit's, never shorter than
+    ``floor`` s and never past ``latest``. ``final``: this is the last attempt before
+    max_unhealthy (the watcher remembers it for this outage)."""
+
+    action: RetryAction
+    relist: bool = False
+    delay: float = 0.0
+    at: float | None = None
+    circuit: bool = False
+    floor: float = 0.0
+    latest: float | None = None
+    final: bool = False
+
+
+def decide(
+    error: ApiError,
+    phase: WatchPhase,
+    health: WatchHealth,
+    now: float,
+    *,
+    max_unhealthy: float | None,
+    backoff: Callable[[], float | None],
+    previous_gone: bool = False,
+    final_for: float | None = None,
+    circuit: Callable[[float, float], float] | None = None,
+) -> Decision:
+    """The retry decision after ``error``, a function of its inputs: the error, the phase
+    the watcher was in, its health as it was before this failure, and the time.
+
+    Two inputs are asked only when the answer needs them: ``backoff()`` (the backoff's
+    next step; None: give up) when a delay is due, and ``circuit(delay, floor)`` when the
+    error says the server is unreachable and the client has a circuit (it records the
+    failure with our delay and returns the seconds until our turn, at least ``floor``).
+    ``previous_gone``: the last failure was a 410 too; ``final_for``: the outage (its
+    ``functioning_since``) whose last attempt was already made.
+    """
+    if phase is WatchPhase.STREAMING_LIST and _streaming_unsupported(error):
+        return Decision(RetryAction.FALL_BACK)
+    relist = isinstance(error, Gone) or _unusable_rv(error)
+    if not error.retriable and not relist:
+        return Decision(RetryAction.RAISE)
+    # The outage this failure belongs to began at ``start`` (now, if it was healthy).
+    start = health.functioning_since
+    if health.state is _HEALTHY or start is None:
+        start = now
+    down = max(0.0, now - start)
+    # Within a few ms of the threshold counts as reached: capping the delay to a
+    # near-zero remainder would retry in a tight loop (measured: a hot loop of
+    # 166,000 attempts when the remainder fell below the clock's resolution).
+    if max_unhealthy is not None and down >= max_unhealthy - THRESHOLD_SLACK:
+        return Decision(RetryAction.UNHEALTHY, relist)
+    # The first 410 relists at once; a repeated one backs off like any failure.
+    immediate = isinstance(error, Gone) and not previous_gone
+    after = error.retry_after
+    if after is None or not after >= 0.0:  # None, nan or negative: no wish
+        after = 0.0
+    after = min(after, MAX_RETRY_AFTER)  # no server can park a watcher
+    if immediate:
+        delay = 0.0
+    else:
+        step = backoff()
+        if step is None:
+            return Decision(RetryAction.GIVE_UP, relist)
+        delay = max(step, after)
+    # Server unreachable: not our own backoff step but the circuit's (one probe for the
+    # whole client; everyone back ~1 s after any success). Never sooner than our minimal
+    # spacing or Retry-After (``floor``).
+    floor = delay
+    shared = circuit is not None and is_reachability_error(error)
+    if shared and circuit is not None:
+        floor = max(CIRCUIT_MIN_SPACING, after)
+        delay = circuit(delay, floor)
+    latest: float | None = None  # set when the max_unhealthy deadline bounds the wait
+    final = False
+    if max_unhealthy is not None:
+        deadline = now + max_unhealthy - down
+        last_at = deadline - min(FINAL_ATTEMPT, max_unhealthy / 10)
+        if now + delay >= deadline - THRESHOLD_SLACK:
+            first = delay if immediate else after
+            if final_for != start and now + first < deadline - THRESHOLD_SLACK:
+                # One last attempt, early enough to succeed before the threshold (never
+                # sooner than Retry-After), bounded by it like any other.
+                final = True
+                delay = max(last_at - now, first, 0.0)
+                latest = now + delay  # the last attempt goes, circuit or not
+            else:
+                # No attempt fits before the threshold (a long Retry-After, or the last
+                # one failed): no sleep runs past it; give up on time.
+                return Decision(RetryAction.UNHEALTHY, relist, max(0.0, deadline - now),
+                                at=deadline)
+        elif shared:
+            # Waiting on the circuit may not outlast the threshold: the last attempt goes
+            # at its time (the threshold, once that one was made).
+            latest = deadline if final_for == start else last_at
+    return Decision(RetryAction.RETRY, relist, delay, circuit=shared, floor=floor,
+                    latest=latest, final=final)
+
+
 class Watcher:
     """An async-iterable watch. Iterate it once; ``health`` is live while it runs."""
 
@@ -402,6 +534,7 @@ class Watcher:
                 held: list[Event] = []  # a list's last page and InitDone, until its watch opens
                 if need_list and not streaming:
                     health.relists += 1
+                    self._enter(WatchPhase.INITIAL_LIST)
                     async for ev in self._paginated_list(progress, held):
                         yield ev
                     need_list, listed = False, True
@@ -431,99 +564,78 @@ class Watcher:
                     for ev in held:
                         yield ev
                     held.clear()
-                if streaming and need_list and _streaming_unsupported(error):
+                if isinstance(error, Forbidden):
+                    error.needed_verbs = WATCH_VERBS  # name them all, not one per grant
+                # The Client's circuit: a 4xx proves the server answers and closes it; a
+                # reachability error is reported by ``decide``, with the delay it chose.
+                circuit = getattr(self.api.client, "circuit", None)
+                now = clock()
+                turn: Callable[[float, float], float] | None = None
+                if circuit is not None:
+                    turn = _circuit_turn(circuit, error, clock)
+                decision = decide(
+                    error, health.phase, health, now, max_unhealthy=cfg.max_unhealthy,
+                    backoff=backoff.next, previous_gone=previous_gone, final_for=final_for,
+                    circuit=turn,
+                )
+                action = decision.action
+                if action is RetryAction.FALL_BACK:
                     log.info(
                         "watch %s: server does not support streaming lists (%s); "
                         "using paginated LIST", health.resource, error.message,
                     )
                     streaming = False
                     continue
-                if isinstance(error, Forbidden):
-                    error.needed_verbs = WATCH_VERBS  # name them all, not one per grant
-                relist = isinstance(error, Gone) or _unusable_rv(error)
                 progress.failed(error)
-                # The Client's circuit: a 4xx proves the server answers and closes it; a
-                # reachability error is reported below, with the delay our backoff chose.
-                circuit = getattr(self.api.client, "circuit", None)
-                shared = circuit is not None and is_reachability_error(error)
-                if circuit is not None and not shared:
+                if circuit is not None and not is_reachability_error(error):
                     circuit.record_failure(error)
-                if not error.retriable and not relist:
+                if action is RetryAction.RAISE:
                     # The caller's own mistake (a malformed selector, options the server
                     # rejects): no retry and no administrator can fix it, so end at once.
                     health.next_retry_at = None
+                    self._enter(WatchPhase.STOPPED)
                     log.error("watch %s stopped: retrying cannot fix this: %s",
                               health.resource, error,
                               extra=progress._fields("stopped", error))
                     raise error
-                if relist:
+                if decision.relist:
                     need_list = True
                     self.resource_version = None
-                limit = cfg.max_unhealthy
-                # Within a few ms of the threshold counts as reached: capping the delay to a
-                # near-zero remainder would retry in a tight loop (measured: a hot loop of
-                # 166,000 attempts when the remainder fell below the clock's resolution).
-                if limit is not None and (
-                    health.non_functioning_for(clock()) >= limit - THRESHOLD_SLACK
-                ):
+                if action is RetryAction.UNHEALTHY:
+                    if decision.at is None:
+                        health.next_retry_at = None
+                        self._enter(WatchPhase.STOPPED)
+                        yield WatchError(error, 0.0)
+                        raise self._unhealthy(error) from error
+                    health.next_retry_at = decision.at
+                    health.last_backoff = decision.delay
+                    self._enter(WatchPhase.BACKING_OFF)
+                    yield WatchError(error, decision.delay)
+                    left = decision.at - clock()  # the consumer may have taken its time
+                    if left > 0:
+                        await asyncio.sleep(left)
                     health.next_retry_at = None
-                    yield WatchError(error, 0.0)
+                    self._enter(WatchPhase.STOPPED)
                     raise self._unhealthy(error) from error
-                # The first 410 relists at once; a repeated one backs off like any failure.
-                immediate = isinstance(error, Gone) and not previous_gone
+                if action is RetryAction.GIVE_UP:
+                    self._enter(WatchPhase.STOPPED)
+                    raise WatchGaveUp(
+                        f"watch {health.resource}: backoff gave up after "
+                        f"{health.consecutive_failures} failures; last error: {error}"
+                    ) from error
                 previous_gone = isinstance(error, Gone)
-                delay = 0.0 if immediate else self._next_delay(error, backoff)
-                # Server unreachable: not our own backoff step but the circuit's (one probe
-                # for the whole client; everyone back ~1 s after any success). Never sooner
-                # than our minimal spacing or Retry-After (`floor`).
-                floor = delay
-                if shared and circuit is not None:
-                    # Opening the circuit (or as its probe) our delay is the next probe's;
-                    # otherwise we wait for the probe: expected_wait says until when.
-                    circuit.record_failure(error, delay)
-                    floor = max(CIRCUIT_MIN_SPACING, min(
-                        max(error.retry_after or 0.0, 0.0), MAX_RETRY_AFTER))
-                    delay = circuit.expected_wait(clock() + floor)
-                latest: float | None = None  # set when the max_unhealthy deadline bounds it
-                if limit is not None:
-                    now = clock()
-                    deadline = now + limit - health.non_functioning_for(now)
-                    if now + delay >= deadline - THRESHOLD_SLACK:
-                        after = delay if immediate else min(
-                            max(error.retry_after or 0.0, 0.0), MAX_RETRY_AFTER)
-                        if final_for != health.functioning_since and (
-                            now + after < deadline - THRESHOLD_SLACK
-                        ):
-                            # One last attempt, early enough to succeed before the threshold
-                            # (never sooner than Retry-After), bounded by it like any other.
-                            final_for = health.functioning_since
-                            final_at = deadline - min(FINAL_ATTEMPT, limit / 10)
-                            delay = max(final_at - now, after, 0.0)
-                            latest = now + delay  # the last attempt goes, circuit or not
-                        else:
-                            # No attempt fits before the threshold (a long Retry-After, or
-                            # the last one failed): no sleep runs past it; give up on time.
-                            remaining = max(0.0, deadline - now)
-                            health.next_retry_at = deadline
-                            health.last_backoff = remaining
-                            yield WatchError(error, remaining)
-                            left = deadline - clock()  # the consumer may have taken its time
-                            if left > 0:
-                                await asyncio.sleep(left)
-                            health.next_retry_at = None
-                            raise self._unhealthy(error) from error
-                    elif shared:
-                        # Waiting on the circuit may not outlast the threshold: the last
-                        # attempt goes at its time (the threshold, once that one was made).
-                        latest = deadline if final_for == health.functioning_since else (
-                            deadline - min(FINAL_ATTEMPT, limit / 10))
+                if decision.final:
+                    final_for = health.functioning_since
+                delay, latest = decision.delay, decision.latest
                 health.next_retry_at = clock() + delay
                 health.last_backoff = delay
+                self._enter(WatchPhase.WAITING_ON_CIRCUIT if decision.circuit
+                            else WatchPhase.BACKING_OFF)
                 yield WatchError(error, delay)
-                if shared and circuit is not None:
+                if decision.circuit and circuit is not None:
                     # Our turn: as the probe, or released (staggered) when the circuit closes.
                     turn_at = clock()
-                    await circuit.wait_turn(turn_at + min(floor, delay), latest)
+                    await circuit.wait_turn(turn_at + min(decision.floor, delay), latest)
                     if latest is not None and clock() >= latest - THRESHOLD_SLACK:
                         final_for = health.functioning_since  # this is the last attempt
                 elif delay > 0:
@@ -537,21 +649,9 @@ class Watcher:
             f"({health.consecutive_failures} failed attempts); last error: {error}"
         )
 
-    def _next_delay(self, error: ApiError, backoff: Backoff) -> float:
-        """max(backoff, Retry-After); WatchGaveUp when the backoff says stop.
-
-        Retry-After is capped at ``MAX_RETRY_AFTER`` here too (errors built elsewhere than
-        ``error_from_response`` may carry any float), so no server can park a watcher."""
-        delay = backoff.next()
-        if delay is None:
-            raise WatchGaveUp(
-                f"watch {self.health.resource}: backoff gave up after "
-                f"{self.health.consecutive_failures} failures; last error: {error}"
-            ) from error
-        after = error.retry_after
-        if after is None or not after >= 0.0:  # None, nan or negative: no wish
-            after = 0.0
-        return max(delay, min(after, MAX_RETRY_AFTER))
+    def _enter(self, phase: WatchPhase) -> None:
+        """The one place the watcher's phase advances (``WatchHealth.phase``)."""
+        self.health.phase = phase
 
     @contextlib.asynccontextmanager
     async def _deadline(
@@ -663,6 +763,7 @@ class Watcher:
         delivered = False
         stable: asyncio.TimerHandle | None = None
         grace: asyncio.TimerHandle | None = None
+        self._enter(WatchPhase.STREAMING_LIST if initial else WatchPhase.WATCHING)
         try:
             async with contextlib.AsyncExitStack() as stack:
                 async with self._deadline(progress, "WATCH", OPEN_TIMEOUT):
@@ -691,6 +792,7 @@ class Watcher:
                         yield survivors
                     del survivors
                     progress.progressed()
+                    self._enter(WatchPhase.WATCHING)
                     yield [InitDone()]
                     if rest:
                         # The batch that held the initial-events-end bookmark goes on with
@@ -785,6 +887,21 @@ def _last_version(batch: list[ObjectEvent]) -> str:
         if ev.resource_version:
             return ev.resource_version
     return ""
+
+
+def _circuit_turn(
+    circuit: Any, error: ApiError, clock: Callable[[], float]
+) -> Callable[[float, float], float]:
+    """``decide``'s view of the client's circuit: report the failure with our delay (it
+    schedules the next probe when ours opens the circuit), then the seconds until our turn,
+    never sooner than ``floor``."""
+
+    def turn(delay: float, floor: float) -> float:
+        circuit.record_failure(error, delay)
+        wait: float = circuit.expected_wait(clock() + floor)
+        return wait
+
+    return turn
 
 
 def _streaming_unsupported(error: ApiError) -> bool:
