@@ -20,7 +20,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from watchkeeper.backoff import Backoff, DefaultBackoff
 from watchkeeper.client import (
@@ -43,6 +43,7 @@ __all__ = [
     "Apply",
     "Delete",
     "Event",
+    "HasHealth",
     "InitApply",
     "InitDone",
     "InitStart",
@@ -259,6 +260,15 @@ class WatchHealth:
     def summary(self) -> str:
         err = f": {self.last_error}" if self.last_error is not None else ""
         return f"{self.resource} {self.state.value}{err}"
+
+
+@runtime_checkable
+class HasHealth(Protocol):
+    """A source of events that reports its health (``Watcher`` does): a reflector's store
+    is ready only while it is not degraded."""
+
+    @property
+    def health(self) -> WatchHealth: ...
 
 
 # -- the state machine --------------------------------------------------------------------
