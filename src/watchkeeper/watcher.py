@@ -468,7 +468,9 @@ def decide(
     shared = circuit is not None and is_reachability_error(error)
     if shared and circuit is not None:
         floor = max(CIRCUIT_MIN_SPACING, after)
-        delay = circuit(delay, floor)
+        # At least ``floor``: the circuit computes its wait as (now + floor) - now, which
+        # float rounding can put a hair under Retry-After (2.9999999999999996 for 3).
+        delay = max(circuit(delay, floor), floor)
     latest: float | None = None  # set when the max_unhealthy deadline bounds the wait
     final = False
     if max_unhealthy is not None:
