@@ -128,17 +128,21 @@ class ObjectEvent(_EventFields):
             keys = self._key = key_fields(self.obj)
         return keys
 
+    # One frame per read, not two: ``name`` is the hot read of a lazy consumer.
     @property
     def name(self) -> str:
-        return self._keys().name
+        keys = self._key
+        return (keys if keys is not None else self._keys()).name
 
     @property
     def namespace(self) -> str:
-        return self._keys().namespace
+        keys = self._key
+        return (keys if keys is not None else self._keys()).namespace
 
     @property
     def resource_version(self) -> str:
-        return self._keys().resourceVersion
+        keys = self._key
+        return (keys if keys is not None else self._keys()).resourceVersion
 
     @property
     def decoded(self) -> bool:
