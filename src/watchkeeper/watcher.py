@@ -89,9 +89,6 @@ class InitStart:
     """A (re)list begins: the objects that follow replace everything known so far."""
 
 
-_ObjectEvent = ObjectEvent  # the one lazy event class lives in the client (client/objects.py)
-
-
 class InitApply(ObjectEvent):
     """One object of the current (re)list.
 
@@ -752,7 +749,7 @@ class Watcher:
         not from the end of the piece (which it never saw). Only a watch event counts: the
         version of a streaming list's ``InitApply`` is no place to resume from."""
         if ev.__class__ is Apply or ev.__class__ is Delete:
-            assert isinstance(ev, _ObjectEvent)
+            assert isinstance(ev, ObjectEvent)
             if ev.resource_version:
                 self.resource_version = ev.resource_version
 

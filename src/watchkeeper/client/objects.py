@@ -231,14 +231,18 @@ class Bookmark(RawEvent):
 
 
 _RAW_CLASSES: dict[str, type[RawEvent]] = {}
+_MAX_RAW_CLASSES = 16  # a server sending ever new event types cannot grow this table
 
 
 def raw_event_class(kind: str) -> type[RawEvent]:
-    """The ``RawEvent`` subclass whose ``type`` is ``kind`` (made once per kind)."""
+    """The ``RawEvent`` subclass whose ``type`` is ``kind`` (made once per kind; past a
+    few kinds, made anew and not kept: only a broken or hostile server sends them)."""
     cls = _RAW_CLASSES.get(kind)
     if cls is None:
-        cls = _RAW_CLASSES[kind] = cast("type[RawEvent]", type(
+        cls = cast("type[RawEvent]", type(
             f"RawEvent_{kind}", (RawEvent,), {"type": kind, "__annotations__": {}}))
+        if len(_RAW_CLASSES) < _MAX_RAW_CLASSES:
+            _RAW_CLASSES[kind] = cls
     return cls
 
 

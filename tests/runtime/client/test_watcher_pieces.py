@@ -279,3 +279,20 @@ async def test_api_watch_raises_an_error_line_as_its_typed_error() -> None:
     assert [(ev.type, ev.resource_version) for ev in seen] == [("ADDED", "10"), ("BOOKMARK", "20")]
     assert all(isinstance(ev, wk.client.RawEvent) for ev in seen)
     assert seen[1].object["metadata"]["annotations"] == {INITIAL_EVENTS_END: "true"}
+
+
+async def test_api_watch_passes_an_unknown_event_type_on_without_growing_a_table() -> None:
+    """A type the apiserver never sends comes out as a ``RawEvent`` of that type; a server
+    that sends ever new ones does not grow the client's table of event classes."""
+    from watchkeeper.client import objects
+
+    kinds = [f"ODD{i}" for i in range(40)]
+    data = HEAD + chunked(b"".join(line(kind, "a", 10 + i) for i, kind in enumerate(kinds)), [])
+    seen: list[Any] = []
+    async with raw_server(respond_with(data)) as client:
+        async with client.api("configmaps", namespace="ns").watch() as stream:
+            async for ev in stream:
+                seen.append(ev)
+    assert [ev.type for ev in seen] == kinds
+    assert all(isinstance(ev, wk.client.RawEvent) and ev.name == "a" for ev in seen)
+    assert len(objects._RAW_CLASSES) <= objects._MAX_RAW_CLASSES
