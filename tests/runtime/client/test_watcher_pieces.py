@@ -289,10 +289,10 @@ async def test_api_watch_passes_an_unknown_event_type_on_without_growing_a_table
     kinds = [f"ODD{i}" for i in range(40)]
     data = HEAD + chunked(b"".join(line(kind, "a", 10 + i) for i, kind in enumerate(kinds)), [])
     seen: list[Any] = []
-    async with raw_server(respond_with(data)) as client:
-        async with client.api("configmaps", namespace="ns").watch() as stream:
-            async for ev in stream:
-                seen.append(ev)
+    async with raw_server(respond_with(data)) as client, \
+            client.api("configmaps", namespace="ns").watch() as stream:
+        async for ev in stream:
+            seen.append(ev)
     assert [ev.type for ev in seen] == kinds
     assert all(isinstance(ev, wk.client.RawEvent) and ev.name == "a" for ev in seen)
     assert len(objects._RAW_CLASSES) <= objects._MAX_RAW_CLASSES
