@@ -52,10 +52,11 @@ def _decode_large(body: bytes) -> JSON:
 
 
 class KeyFields(msgspec.Struct, gc=False):
-    """The metadata a watcher needs of every event, decoded without the rest."""
+    """The metadata a watcher needs of every event, decoded without the rest; namespace
+    before name, as in ``ObjectRef`` and ``namespace/name``."""
 
-    name: str = ""
     namespace: str = ""
+    name: str = ""
     resourceVersion: str = ""
 
 
@@ -209,6 +210,16 @@ class RawEvent(ObjectEvent):
 
     type: ClassVar[str] = ""
 
+    @classmethod
+    def of(cls, type: str, object: JSON | None = None, key: KeyFields | None = None,
+           line: bytes | None = None) -> RawEvent:
+        """An event as the stream makes it (for tests and fakes): ``type``, and ``object``
+        or the ``line`` to decode it from on first read (``key``: its key fields)."""
+        if object is None and line is None:
+            raise ValueError("RawEvent needs an object or the line to decode it from")
+        maker = Bookmark if type == "BOOKMARK" else raw_event_class(type)
+        return maker(object, key, line)
+
     @property
     def object(self) -> JSON:
         return self.obj
@@ -255,7 +266,7 @@ def key_fields(obj: JSON) -> KeyFields:
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         return _NO_META
-    return KeyFields(_str(meta.get("name")), _str(meta.get("namespace")),
+    return KeyFields(_str(meta.get("namespace")), _str(meta.get("name")),  # positional: hot
                      _str(meta.get("resourceVersion")))
 
 

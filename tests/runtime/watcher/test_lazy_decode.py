@@ -139,6 +139,10 @@ def test_raw_event_needs_an_object_or_a_line() -> None:
     assert issubclass(RawEvent, wk.client.objects.ObjectEvent)
     with pytest.raises(TypeError, match="has no object"):
         event.object  # noqa: B018
+    with pytest.raises(ValueError, match="needs an object or the line"):
+        RawEvent.of("ADDED")
+    made = RawEvent.of("MODIFIED", {"metadata": {"name": "x"}})
+    assert made.type == "MODIFIED" and made.name == "x" and made.decoded
 
 
 async def test_lazy_streaming_list_and_a_410_relist(srv: ApiServer, client: wk.Client) -> None:
