@@ -21,9 +21,7 @@ import time
 import warnings
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
-
-import msgspec
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from watchkeeper.backoff import Backoff, DefaultBackoff
 from watchkeeper.client import (
@@ -36,17 +34,17 @@ from watchkeeper.client import (
     Invalid,
     Timeout,
 )
-from watchkeeper.client._json import bounded_repr
-from watchkeeper.client._pieces import LazyPiece, PieceDecoder
-from watchkeeper.client.api import _NO_META, KeyFields, decode_line_object, key_fields
 from watchkeeper.client.circuit import is_reachability_error
-from watchkeeper.client.errors import MAX_RETRY_AFTER, error_from_status
+from watchkeeper.client.errors import MAX_RETRY_AFTER
+from watchkeeper.client.objects import INITIAL_EVENTS_END as INITIAL_EVENTS_END
+from watchkeeper.client.objects import Bookmark, ObjectEvent, strip_managed_fields
 from watchkeeper.errors import WatchkeeperError
 
 __all__ = [
     "Apply",
     "Delete",
     "Event",
+    "HasHealth",
     "InitApply",
     "InitDone",
     "InitStart",
@@ -54,6 +52,7 @@ __all__ = [
     "WatchError",
     "WatchGaveUp",
     "WatchHealth",
+    "WatchPhase",
     "WatchState",
     "Watcher",
     "WatcherUnhealthy",
@@ -63,7 +62,6 @@ __all__ = [
 log = logging.getLogger("watchkeeper.watcher")
 
 JSON = dict[str, Any]
-INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 STABLE_AFTER = 10.0  # seconds a watch must stay open to count as progress by itself
 # Seconds a resumed watch must stay open (no error) to count as working again: a server
 # refusing the resume (410 as an ERROR line) does so at once, so no "recovered" 2 ms before
@@ -92,105 +90,12 @@ class InitStart:
     """A (re)list begins: the objects that follow replace everything known so far."""
 
 
-if TYPE_CHECKING:
-
-    class _EventFields:
-        """What type checkers see: ``obj`` is always a dict."""
-
-        __match_args__ = ("obj",)
-        _key: KeyFields | None
-        _line: bytes | LazyPiece | None
-        _strip: bool
-        _at: int
-
-        def __init__(self, obj: JSON | None, _key: KeyFields | None = None,
-                     _line: bytes | LazyPiece | None = None, _strip: bool = False,
-                     _at: int = 0) -> None: ...
-
-        @property
-        def obj(self) -> JSON: ...
-
-else:
-
-    class _EventFields(msgspec.Struct):
-        """The storage of an object event. A msgspec Struct because it is built in C: 0.08
-        against 0.35 µs per event for a Python ``__init__``, a third of the lazy watcher's
-        whole cost per event (docs/decisions.md). ``obj`` is None until a lazy event's
-        object is read; the ``obj`` property set on ``_ObjectEvent`` below decodes it then."""
-
-        obj: Any
-        _key: Any = None
-        _line: Any = None  # the event's line, or its piece (``_at`` is its index there)
-        _strip: bool = False
-        _at: int = 0
-
-
-_OBJ_SLOT: Any = _EventFields.__dict__["obj"] if not TYPE_CHECKING else None
-
-
-class _ObjectEvent(_EventFields):
-    """An event that carries one object.
+class InitApply(ObjectEvent):
+    """One object of the current (re)list.
 
     ``obj`` is a plain dict. A lazy watcher (``WatchConfig(lazy_decode=True)``) decodes it
     on first read; ``name``, ``namespace`` and ``resource_version`` never need that.
-    Compared by value, matched positionally as ``case Apply(obj)``; not hashable (it holds
-    a dict). The private constructor arguments are the watcher's lazy form.
-    """
-
-    def _keys(self) -> KeyFields:
-        keys = self._key
-        if keys is None:
-            keys = self._key = key_fields(self.obj)
-        return keys
-
-    @property
-    def name(self) -> str:
-        return self._keys().name
-
-    @property
-    def namespace(self) -> str:
-        return self._keys().namespace
-
-    @property
-    def resource_version(self) -> str:
-        return self._keys().resourceVersion
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
-            return NotImplemented
-        assert isinstance(other, _ObjectEvent)
-        return self.obj == other.obj
-
-    def __repr__(self) -> str:
-        if self._line is not None:
-            return (f"{type(self).__name__}(<not decoded: {self.namespace}/{self.name} "
-                    f"rv={self.resource_version}>)")
-        # Bounded: an object as deep as the apiserver stores would make repr() raise.
-        return f"{type(self).__name__}(obj={bounded_repr(self.obj)})"
-
-
-def _decoded(self: _ObjectEvent) -> JSON:
-    """``event.obj``: a lazy event decodes its line on first read."""
-    obj: JSON | None = _OBJ_SLOT.__get__(self)
-    if obj is None:
-        line = self._line
-        if line is None:
-            raise TypeError(f"{type(self).__name__} has no object")
-        obj = decode_line_object(line) if isinstance(line, bytes) else line.obj(self._at)
-        if self._strip:
-            _strip(obj)
-        _OBJ_SLOT.__set__(self, obj)
-        self._line = None
-    return obj
-
-
-if not TYPE_CHECKING:
-    # Set after the class is made: in the body msgspec would take it for the field's default.
-    _ObjectEvent.obj = property(_decoded)
-
-
-class InitApply(_ObjectEvent):
-    """One object of the current (re)list."""
+    Compared by value, matched positionally as ``case InitApply(obj)``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,12 +103,21 @@ class InitDone:
     """The (re)list is complete: a cache may now swap in what it collected."""
 
 
-class Apply(_ObjectEvent):
-    """An object was added or modified."""
+class Apply(ObjectEvent):
+    """An object was added or modified (``obj``; lazy as ``InitApply``)."""
 
 
-class Delete(_ObjectEvent):
-    """An object was deleted (its last known state)."""
+class Delete(ObjectEvent):
+    """An object was deleted (its last known state; lazy as ``InitApply``)."""
+
+
+# What the stream builds of each object line (client/stream.py ``batches``); a type the
+# apiserver does not send is taken as a change, as before.
+_CLASSES: dict[str, type[ObjectEvent]] = {"ADDED": Apply, "MODIFIED": Apply, "DELETED": Delete}
+
+
+def _other(kind: str) -> type[ObjectEvent]:
+    return Apply
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,16 +205,31 @@ class WatchState(enum.Enum):
 _HEALTHY = WatchState.HEALTHY
 
 
+class WatchPhase(enum.Enum):
+    """Where a watcher is in its cycle (``WatchHealth.phase``). ``state`` says whether it
+    works; ``phase`` says what it is doing: listing, watching, or waiting to retry."""
+
+    STARTING = "starting"
+    INITIAL_LIST = "initial-list"  # a paginated LIST (the first one, or a relist)
+    STREAMING_LIST = "streaming-list"  # a watch with sendInitialEvents, before its end
+    WATCHING = "watching"
+    BACKING_OFF = "backing-off"  # waiting its own delay (backoff, Retry-After) to retry
+    WAITING_ON_CIRCUIT = "waiting-on-circuit"  # the client's circuit is open: its turn
+    STOPPED = "stopped"  # it raised (not retriable, unhealthy, the backoff gave up)
+
+
 @dataclass
 class WatchHealth:
     """Live health of one watcher, safe to read from other tasks.
 
     ``since`` is when the current state began (event-loop clock); ``since_wall`` the same
     as a Unix time for display. ``consecutive_failures`` counts failures since last progress.
+    ``phase`` is what the watcher is doing now (``WatchPhase``).
     """
 
     resource: str = ""
     state: WatchState = WatchState.STARTING
+    phase: WatchPhase = WatchPhase.STARTING
     since: float = 0.0
     since_wall: float = field(default_factory=time.time)
     last_error: ApiError | None = None
@@ -329,6 +258,15 @@ class WatchHealth:
     def summary(self) -> str:
         err = f": {self.last_error}" if self.last_error is not None else ""
         return f"{self.resource} {self.state.value}{err}"
+
+
+@runtime_checkable
+class HasHealth(Protocol):
+    """A source of events that reports its health (``Watcher`` does): a reflector's store
+    is ready only while it is not degraded."""
+
+    @property
+    def health(self) -> WatchHealth: ...
 
 
 # -- the state machine --------------------------------------------------------------------
@@ -425,10 +363,7 @@ def _same_error(a: ApiError, b: ApiError) -> bool:
     return type(a) is type(b) and a.code == b.code and a.message == b.message
 
 
-def _strip(obj: JSON) -> None:
-    meta = obj.get("metadata")
-    if isinstance(meta, dict):
-        meta.pop("managedFields", None)
+_strip = strip_managed_fields
 
 
 def _unusable_rv(error: ApiError) -> bool:
@@ -440,6 +375,124 @@ def _unusable_rv(error: ApiError) -> bool:
 
 class _ClosedEarly(ConnectionFailed):
     pass
+
+
+# -- the retry decision -------------------------------------------------------------------
+
+
+class RetryAction(enum.Enum):
+    RETRY = "retry"  # wait ``delay`` (or the circuit), then try again
+    FALL_BACK = "fall-back"  # the server has no streaming lists: a paginated LIST, at once
+    RAISE = "raise"  # the caller's own mistake: the error is raised, no retry can fix it
+    GIVE_UP = "give-up"  # the backoff returned None: ``WatchGaveUp``
+    UNHEALTHY = "unhealthy"  # max_unhealthy is reached: ``WatcherUnhealthy``
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a watcher does after a failed attempt (``decide``).
+
+    ``relist``: the next attempt lists again (the resume version is dropped). ``delay``:
+    seconds until the next attempt; for ``UNHEALTHY`` with ``at`` set, seconds until
+    ``WatcherUnhealthy`` is raised at ``at`` (no attempt fits before the threshold; None:
+    at once). ``circuit``: the wait is the client's circuit's, never shorter than
+    ``floor`` s and never past ``latest``. ``final``: this is the last attempt before
+    max_unhealthy (the watcher remembers it for this outage)."""
+
+    action: RetryAction
+    relist: bool = False
+    delay: float = 0.0
+    at: float | None = None
+    circuit: bool = False
+    floor: float = 0.0
+    latest: float | None = None
+    final: bool = False
+
+
+def decide(
+    error: ApiError,
+    phase: WatchPhase,
+    health: WatchHealth,
+    now: float,
+    *,
+    max_unhealthy: float | None,
+    backoff: Callable[[], float | None],
+    previous_gone: bool = False,
+    final_for: float | None = None,
+    circuit: Callable[[float, float], float] | None = None,
+) -> Decision:
+    """The retry decision after ``error``, a function of its inputs: the error, the phase
+    the watcher was in, its health as it was before this failure, and the time.
+
+    Two inputs are asked only when the answer needs them: ``backoff()`` (the backoff's
+    next step; None: give up) when a delay is due, and ``circuit(delay, floor)`` when the
+    error says the server is unreachable and the client has a circuit (it records the
+    failure with our delay and returns the seconds until our turn, at least ``floor``).
+    ``previous_gone``: the last failure was a 410 too; ``final_for``: the outage (its
+    ``functioning_since``) whose last attempt was already made.
+    """
+    if phase is WatchPhase.STREAMING_LIST and _streaming_unsupported(error):
+        return Decision(RetryAction.FALL_BACK)
+    relist = isinstance(error, Gone) or _unusable_rv(error)
+    if not error.retriable and not relist:
+        return Decision(RetryAction.RAISE)
+    # The outage this failure belongs to began at ``start`` (now, if it was healthy).
+    start = health.functioning_since
+    if health.state is _HEALTHY or start is None:
+        start = now
+    down = max(0.0, now - start)
+    # Within a few ms of the threshold counts as reached: capping the delay to a
+    # near-zero remainder would retry in a tight loop (measured: a hot loop of
+    # 166,000 attempts when the remainder fell below the clock's resolution).
+    if max_unhealthy is not None and down >= max_unhealthy - THRESHOLD_SLACK:
+        return Decision(RetryAction.UNHEALTHY, relist)
+    # The first 410 relists at once; a repeated one backs off like any failure.
+    immediate = isinstance(error, Gone) and not previous_gone
+    after = error.retry_after
+    if after is None or not after >= 0.0:  # None, nan or negative: no wish
+        after = 0.0
+    after = min(after, MAX_RETRY_AFTER)  # no server can park a watcher
+    if immediate:
+        delay = 0.0
+    else:
+        step = backoff()
+        if step is None:
+            return Decision(RetryAction.GIVE_UP, relist)
+        delay = max(step, after)
+    # Server unreachable: not our own backoff step but the circuit's (one probe for the
+    # whole client; everyone back ~1 s after any success). Never sooner than our minimal
+    # spacing or Retry-After (``floor``).
+    floor = delay
+    shared = circuit is not None and is_reachability_error(error)
+    if shared and circuit is not None:
+        floor = max(CIRCUIT_MIN_SPACING, after)
+        # At least ``floor``: the circuit computes its wait as (now + floor) - now, which
+        # float rounding can put a hair under Retry-After (2.9999999999999996 for 3).
+        delay = max(circuit(delay, floor), floor)
+    latest: float | None = None  # set when the max_unhealthy deadline bounds the wait
+    final = False
+    if max_unhealthy is not None:
+        deadline = now + max_unhealthy - down
+        last_at = deadline - min(FINAL_ATTEMPT, max_unhealthy / 10)
+        if now + delay >= deadline - THRESHOLD_SLACK:
+            first = delay if immediate else after
+            if final_for != start and now + first < deadline - THRESHOLD_SLACK:
+                # One last attempt, early enough to succeed before the threshold (never
+                # sooner than Retry-After), bounded by it like any other.
+                final = True
+                delay = max(last_at - now, first, 0.0)
+                latest = now + delay  # the last attempt goes, circuit or not
+            else:
+                # No attempt fits before the threshold (a long Retry-After, or the last
+                # one failed): no sleep runs past it; give up on time.
+                return Decision(RetryAction.UNHEALTHY, relist, max(0.0, deadline - now),
+                                at=deadline)
+        elif shared:
+            # Waiting on the circuit may not outlast the threshold: the last attempt goes
+            # at its time (the threshold, once that one was made).
+            latest = deadline if final_for == start else last_at
+    return Decision(RetryAction.RETRY, relist, delay, circuit=shared, floor=floor,
+                    latest=latest, final=final)
 
 
 class Watcher:
@@ -501,6 +554,7 @@ class Watcher:
                 held: list[Event] = []  # a list's last page and InitDone, until its watch opens
                 if need_list and not streaming:
                     health.relists += 1
+                    self._enter(WatchPhase.INITIAL_LIST)
                     async for ev in self._paginated_list(progress, held):
                         yield ev
                     need_list, listed = False, True
@@ -510,13 +564,16 @@ class Watcher:
                     # Popped, not iterated: an event the consumer has dropped is freed at
                     # once, so a piece's decoded dicts are not all alive for each garbage
                     # collection (measured: 6.2 -> 4.4 µs per event reading every lazy obj).
+                    # InitDone only ever ends a batch: the list is done once the batch is
+                    # (a consumer that stops before it ends the watcher anyway).
+                    if batch and batch[-1].__class__ is InitDone:
+                        need_list = False
                     batch.reverse()
+                    pop = batch.pop
                     item = None
                     try:
                         while batch:
-                            item = batch.pop()
-                            if item.__class__ is InitDone:
-                                need_list = False
+                            item = pop()
                             yield item
                     except GeneratorExit:
                         self._stopped_at(item)
@@ -530,99 +587,78 @@ class Watcher:
                     for ev in held:
                         yield ev
                     held.clear()
-                if streaming and need_list and _streaming_unsupported(error):
+                if isinstance(error, Forbidden):
+                    error.needed_verbs = WATCH_VERBS  # name them all, not one per grant
+                # The Client's circuit: a 4xx proves the server answers and closes it; a
+                # reachability error is reported by ``decide``, with the delay it chose.
+                circuit = getattr(self.api.client, "circuit", None)
+                now = clock()
+                turn: Callable[[float, float], float] | None = None
+                if circuit is not None:
+                    turn = _circuit_turn(circuit, error, clock)
+                decision = decide(
+                    error, health.phase, health, now, max_unhealthy=cfg.max_unhealthy,
+                    backoff=backoff.next, previous_gone=previous_gone, final_for=final_for,
+                    circuit=turn,
+                )
+                action = decision.action
+                if action is RetryAction.FALL_BACK:
                     log.info(
                         "watch %s: server does not support streaming lists (%s); "
                         "using paginated LIST", health.resource, error.message,
                     )
                     streaming = False
                     continue
-                if isinstance(error, Forbidden):
-                    error.needed_verbs = WATCH_VERBS  # name them all, not one per grant
-                relist = isinstance(error, Gone) or _unusable_rv(error)
                 progress.failed(error)
-                # The Client's circuit: a 4xx proves the server answers and closes it; a
-                # reachability error is reported below, with the delay our backoff chose.
-                circuit = getattr(self.api.client, "circuit", None)
-                shared = circuit is not None and is_reachability_error(error)
-                if circuit is not None and not shared:
+                if circuit is not None and not is_reachability_error(error):
                     circuit.record_failure(error)
-                if not error.retriable and not relist:
+                if action is RetryAction.RAISE:
                     # The caller's own mistake (a malformed selector, options the server
                     # rejects): no retry and no administrator can fix it, so end at once.
                     health.next_retry_at = None
+                    self._enter(WatchPhase.STOPPED)
                     log.error("watch %s stopped: retrying cannot fix this: %s",
                               health.resource, error,
                               extra=progress._fields("stopped", error))
                     raise error
-                if relist:
+                if decision.relist:
                     need_list = True
                     self.resource_version = None
-                limit = cfg.max_unhealthy
-                # Within a few ms of the threshold counts as reached: capping the delay to a
-                # near-zero remainder would retry in a tight loop (measured: a hot loop of
-                # 166,000 attempts when the remainder fell below the clock's resolution).
-                if limit is not None and (
-                    health.non_functioning_for(clock()) >= limit - THRESHOLD_SLACK
-                ):
+                if action is RetryAction.UNHEALTHY:
+                    if decision.at is None:
+                        health.next_retry_at = None
+                        self._enter(WatchPhase.STOPPED)
+                        yield WatchError(error, 0.0)
+                        raise self._unhealthy(error) from error
+                    health.next_retry_at = decision.at
+                    health.last_backoff = decision.delay
+                    self._enter(WatchPhase.BACKING_OFF)
+                    yield WatchError(error, decision.delay)
+                    left = decision.at - clock()  # the consumer may have taken its time
+                    if left > 0:
+                        await asyncio.sleep(left)
                     health.next_retry_at = None
-                    yield WatchError(error, 0.0)
+                    self._enter(WatchPhase.STOPPED)
                     raise self._unhealthy(error) from error
-                # The first 410 relists at once; a repeated one backs off like any failure.
-                immediate = isinstance(error, Gone) and not previous_gone
+                if action is RetryAction.GIVE_UP:
+                    self._enter(WatchPhase.STOPPED)
+                    raise WatchGaveUp(
+                        f"watch {health.resource}: backoff gave up after "
+                        f"{health.consecutive_failures} failures; last error: {error}"
+                    ) from error
                 previous_gone = isinstance(error, Gone)
-                delay = 0.0 if immediate else self._next_delay(error, backoff)
-                # Server unreachable: not our own backoff step but the circuit's (one probe
-                # for the whole client; everyone back ~1 s after any success). Never sooner
-                # than our minimal spacing or Retry-After (`floor`).
-                floor = delay
-                if shared and circuit is not None:
-                    # Opening the circuit (or as its probe) our delay is the next probe's;
-                    # otherwise we wait for the probe: expected_wait says until when.
-                    circuit.record_failure(error, delay)
-                    floor = max(CIRCUIT_MIN_SPACING, min(
-                        max(error.retry_after or 0.0, 0.0), MAX_RETRY_AFTER))
-                    delay = circuit.expected_wait(clock() + floor)
-                latest: float | None = None  # set when the max_unhealthy deadline bounds it
-                if limit is not None:
-                    now = clock()
-                    deadline = now + limit - health.non_functioning_for(now)
-                    if now + delay >= deadline - THRESHOLD_SLACK:
-                        after = delay if immediate else min(
-                            max(error.retry_after or 0.0, 0.0), MAX_RETRY_AFTER)
-                        if final_for != health.functioning_since and (
-                            now + after < deadline - THRESHOLD_SLACK
-                        ):
-                            # One last attempt, early enough to succeed before the threshold
-                            # (never sooner than Retry-After), bounded by it like any other.
-                            final_for = health.functioning_since
-                            final_at = deadline - min(FINAL_ATTEMPT, limit / 10)
-                            delay = max(final_at - now, after, 0.0)
-                            latest = now + delay  # the last attempt goes, circuit or not
-                        else:
-                            # No attempt fits before the threshold (a long Retry-After, or
-                            # the last one failed): no sleep runs past it; give up on time.
-                            remaining = max(0.0, deadline - now)
-                            health.next_retry_at = deadline
-                            health.last_backoff = remaining
-                            yield WatchError(error, remaining)
-                            left = deadline - clock()  # the consumer may have taken its time
-                            if left > 0:
-                                await asyncio.sleep(left)
-                            health.next_retry_at = None
-                            raise self._unhealthy(error) from error
-                    elif shared:
-                        # Waiting on the circuit may not outlast the threshold: the last
-                        # attempt goes at its time (the threshold, once that one was made).
-                        latest = deadline if final_for == health.functioning_since else (
-                            deadline - min(FINAL_ATTEMPT, limit / 10))
+                if decision.final:
+                    final_for = health.functioning_since
+                delay, latest = decision.delay, decision.latest
                 health.next_retry_at = clock() + delay
                 health.last_backoff = delay
+                self._enter(WatchPhase.WAITING_ON_CIRCUIT if decision.circuit
+                            else WatchPhase.BACKING_OFF)
                 yield WatchError(error, delay)
-                if shared and circuit is not None:
+                if decision.circuit and circuit is not None:
                     # Our turn: as the probe, or released (staggered) when the circuit closes.
                     turn_at = clock()
-                    await circuit.wait_turn(turn_at + min(floor, delay), latest)
+                    await circuit.wait_turn(turn_at + min(decision.floor, delay), latest)
                     if latest is not None and clock() >= latest - THRESHOLD_SLACK:
                         final_for = health.functioning_since  # this is the last attempt
                 elif delay > 0:
@@ -636,21 +672,9 @@ class Watcher:
             f"({health.consecutive_failures} failed attempts); last error: {error}"
         )
 
-    def _next_delay(self, error: ApiError, backoff: Backoff) -> float:
-        """max(backoff, Retry-After); WatchGaveUp when the backoff says stop.
-
-        Retry-After is capped at ``MAX_RETRY_AFTER`` here too (errors built elsewhere than
-        ``error_from_response`` may carry any float), so no server can park a watcher."""
-        delay = backoff.next()
-        if delay is None:
-            raise WatchGaveUp(
-                f"watch {self.health.resource}: backoff gave up after "
-                f"{self.health.consecutive_failures} failures; last error: {error}"
-            ) from error
-        after = error.retry_after
-        if after is None or not after >= 0.0:  # None, nan or negative: no wish
-            after = 0.0
-        return max(delay, min(after, MAX_RETRY_AFTER))
+    def _enter(self, phase: WatchPhase) -> None:
+        """The one place the watcher's phase advances (``WatchHealth.phase``)."""
+        self.health.phase = phase
 
     @contextlib.asynccontextmanager
     async def _deadline(
@@ -736,7 +760,7 @@ class Watcher:
         not from the end of the piece (which it never saw). Only a watch event counts: the
         version of a streaming list's ``InitApply`` is no place to resume from."""
         if ev.__class__ is Apply or ev.__class__ is Delete:
-            assert isinstance(ev, _ObjectEvent)
+            assert isinstance(ev, ObjectEvent)
             if ev.resource_version:
                 self.resource_version = ev.resource_version
 
@@ -762,6 +786,7 @@ class Watcher:
         delivered = False
         stable: asyncio.TimerHandle | None = None
         grace: asyncio.TimerHandle | None = None
+        self._enter(WatchPhase.STREAMING_LIST if initial else WatchPhase.WATCHING)
         try:
             async with contextlib.AsyncExitStack() as stack:
                 async with self._deadline(progress, "WATCH", OPEN_TIMEOUT):
@@ -776,8 +801,7 @@ class Watcher:
                         metadata_only=cfg.metadata_only,
                         lazy=lazy,
                     ))
-                pieces = stream.pieces()
-                decoder = stream.decoder
+                batches = stream.batches(_CLASSES, _other, counts=counts, strip=strip)
                 if initial:
                     # Announced only once the server accepted the streaming list: a server
                     # without WatchList refuses it (422) and the paginated fallback then
@@ -785,22 +809,24 @@ class Watcher:
                     health.relists += 1
                     yield [InitStart()]
                     async with self._deadline(progress, "WATCH"):
-                        survivors, rest, at = await self._initial_events(pieces, decoder, clock)
+                        survivors, rest = await self._initial_events(batches, clock)
                     delivered = True
                     if survivors:
                         yield survivors
                     del survivors
                     progress.progressed()
+                    self._enter(WatchPhase.WATCHING)
                     yield [InitDone()]
-                    if rest is not None:
-                        # The piece that held the initial-events-end bookmark goes on with
+                    if rest:
+                        # The batch that held the initial-events-end bookmark goes on with
                         # live events: they are ordinary watch events.
-                        batch, error = self._piece_events(rest, at, decoder, progress)
+                        rv = _last_version(rest)
+                        if rv:
+                            self.resource_version = rv
+                        rest = [ev for ev in rest if ev.__class__ is not Bookmark]
+                        if rest:
+                            yield rest  # type: ignore[misc]  # Apply/Delete, built by the stream
                         del rest
-                        if batch:
-                            yield batch
-                        if error is not None:
-                            raise error
                 else:
                     loop = asyncio.get_running_loop()
                     if held is not None:
@@ -814,34 +840,20 @@ class Watcher:
                     stable = loop.call_later(min(STABLE_AFTER, timeout / 2), progress.progressed)
                     if held is not None:
                         yield held  # emptied by the consumer: popped in _run
-                async for envs in pieces:
+                decoder = stream.decoder
+                async for batch in batches:
+                    # The bookkeeping once per piece (the stream counted its events by type).
                     delivered = True
-                    if decoder.plain:
-                        # Only ADDED/MODIFIED/DELETED: the bookkeeping once for the piece.
-                        if decoder.resource_version:
-                            self.resource_version = decoder.resource_version
-                        decoder.count(envs, counts)
-                        health.last_event_at = clock()
-                        if not progress.settled or health.state is not _HEALTHY:
-                            progress.progressed()
-                        if lazy:
-                            piece = decoder.piece
-                            yield [(Delete if e.type == "DELETED" else Apply)(
-                                None, e.object.metadata or _NO_META, piece, strip, i)
-                                for i, e in enumerate(envs)]
-                        else:
-                            if strip:
-                                for e in envs:
-                                    _strip(e.object)
-                            yield [(Delete if e.type == "DELETED" else Apply)(e.object)
-                                   for e in envs]
-                        continue
-                    batch, error = self._piece_events(envs, 0, decoder, progress)
-                    del envs
-                    if batch:
-                        yield batch
-                    if error is not None:
-                        raise error
+                    if decoder.resource_version:
+                        self.resource_version = decoder.resource_version
+                    health.last_event_at = clock()
+                    if not progress.settled or health.state is not _HEALTHY:
+                        progress.progressed()
+                    if not decoder.plain:
+                        batch = [ev for ev in batch if ev.__class__ is not Bookmark]
+                        if not batch:
+                            continue
+                    yield batch  # type: ignore[misc]  # Apply/Delete, built by the stream
         finally:
             if stable is not None:
                 stable.cancel()
@@ -856,98 +868,63 @@ class Watcher:
             )
         progress.progressed()  # a watch that stayed open to its timeout is health
 
-    def _piece_events(
-        self, envs: list[Any], start: int, decoder: PieceDecoder, progress: _Progress
-    ) -> tuple[list[Event], ApiError | None]:
-        """The events of ``envs[start:]`` (one piece that is not plain ADDED/MODIFIED/DELETED:
-        bookmarks, an ERROR, or the events before a bad line), with the bookkeeping per event.
-        An ERROR ends the piece: the events before it are returned with its error, which the
-        caller raises once it has handed them out."""
-        clock, health, strip = progress.clock, self.health, self.config.strip_managed_fields
-        counts = health.events
-        lazy = decoder.lazy
-        piece = decoder.piece
-        batch: list[Event] = []
-        for i in range(start, len(envs)):
-            env = envs[i]
-            kind = env.type
-            if kind == "ERROR":
-                status = decode_line_object(piece.line(i)) if lazy else env.object
-                return batch, error_from_status(
-                    status, method="WATCH", path=self.api.resource_name)
-            new_rv = decoder.rv_of(env)
-            if new_rv:
-                self.resource_version = new_rv
-            counts[kind] = counts.get(kind, 0) + 1
-            health.last_event_at = clock()
-            if not progress.settled or health.state is not _HEALTHY:
-                progress.progressed()
-            if kind == "BOOKMARK":
-                continue
-            cls: type[Apply | Delete] = Delete if kind == "DELETED" else Apply
-            if lazy:
-                batch.append(cls(None, env.object.metadata or _NO_META, piece, strip, i))
-            else:
-                obj = env.object
-                if strip:
-                    _strip(obj)
-                batch.append(cls(obj))
-        return batch, None
-
     async def _initial_events(
-        self, pieces: AsyncIterator[list[Any]], decoder: PieceDecoder,
-        clock: Callable[[], float],
-    ) -> tuple[list[Event], list[Any] | None, int]:
+        self, batches: AsyncIterator[list[ObjectEvent]], clock: Callable[[], float],
+    ) -> tuple[list[Event], list[ObjectEvent]]:
         """A streaming list's events up to the ``k8s.io/initial-events-end`` bookmark, applied
         in order to a set keyed by namespace/name, as client-go's temporary store does.
 
         The server may send live ADDED/MODIFIED/DELETED before that bookmark (a real
         apiserver does, on its ~1 s bookmark tick); an object created and deleted in that
         window must not come out as present, so only the survivors are returned (as
-        ``InitApply``), in first-seen order, with the rest of the bookmark's piece (its
-        envelopes and the index after the bookmark; None if the bookmark ended it). Yields
-        nothing, so a deadline can wrap it.
+        ``InitApply``), in first-seen order, with the rest of the bookmark's batch (live
+        watch events). Yields nothing, so a deadline can wrap it.
         """
-        strip, health = self.config.strip_managed_fields, self.health
-        counts = health.events
-        lazy = decoder.lazy
+        health = self.health
         known: dict[tuple[str, str], InitApply] = {}
-        async for envs in pieces:
-            piece = decoder.piece
-            for i, env in enumerate(envs):
-                kind = env.type
-                if kind == "ERROR":
-                    status = decode_line_object(piece.line(i)) if lazy else env.object
-                    raise error_from_status(status, method="WATCH", path=self.api.resource_name)
-                key: KeyFields = (env.object.metadata or _NO_META) if lazy \
-                    else key_fields(env.object)
-                if key.resourceVersion:
-                    self.resource_version = key.resourceVersion
-                counts[kind] = counts.get(kind, 0) + 1
-                health.last_event_at = clock()
-                if kind == "BOOKMARK":
-                    obj = decode_line_object(piece.line(i)) if lazy else env.object
-                    meta = obj.get("metadata")
-                    annotations = meta.get("annotations") if isinstance(meta, dict) else None
-                    if isinstance(annotations, dict) and \
-                            annotations.get(INITIAL_EVENTS_END) == "true":
-                        rest = envs if i + 1 < len(envs) else None
-                        return list(known.values()), rest, i + 1
+        async for batch in batches:
+            health.last_event_at = clock()
+            for i, ev in enumerate(batch):
+                if ev.resource_version:
+                    self.resource_version = ev.resource_version
+                cls = ev.__class__
+                if cls is Bookmark:
+                    assert isinstance(ev, Bookmark)
+                    if ev.initial_events_end:
+                        return list(known.values()), batch[i + 1:]
                     continue
-                where = (key.namespace, key.name)
-                if kind == "DELETED":
+                where = (ev.namespace, ev.name)
+                if cls is Delete:
                     known.pop(where, None)
-                elif lazy:
-                    known[where] = InitApply(None, key, piece, strip, i)
                 else:
-                    obj = env.object
-                    if strip:
-                        _strip(obj)
-                    known[where] = InitApply(obj, key)
+                    known[where] = ev._copy_as(InitApply)
         raise _ClosedEarly(
             "streaming list ended before the initial-events-end bookmark",
             reason="ClosedEarly", method="WATCH", path=self.api.resource_name,
         )
+
+
+def _last_version(batch: list[ObjectEvent]) -> str:
+    """The resourceVersion of the last event of ``batch`` that has one ("" if none)."""
+    for ev in reversed(batch):
+        if ev.resource_version:
+            return ev.resource_version
+    return ""
+
+
+def _circuit_turn(
+    circuit: Any, error: ApiError, clock: Callable[[], float]
+) -> Callable[[float, float], float]:
+    """``decide``'s view of the client's circuit: report the failure with our delay (it
+    schedules the next probe when ours opens the circuit), then the seconds until our turn,
+    never sooner than ``floor``."""
+
+    def turn(delay: float, floor: float) -> float:
+        circuit.record_failure(error, delay)
+        wait: float = circuit.expected_wait(clock() + floor)
+        return wait
+
+    return turn
 
 
 def _streaming_unsupported(error: ApiError) -> bool:

@@ -45,7 +45,7 @@ def test_meta_key_is_an_object_ref_and_the_stream_key_has_the_same_order() -> No
     # the watch stream's key fields: namespace, name, resourceVersion, in that order
     assert KeyFields.__struct_fields__ == ("namespace", "name", "resourceVersion")
     assert msgspec.structs.astuple(key_fields(obj)) == ("ns", "x", "1")
-    ev = RawEvent("ADDED", key=KeyFields("ns", "x", "7"), line=b"{}")
+    ev = RawEvent.of("ADDED", key=KeyFields("ns", "x", "7"), line=b"{}")
     assert (ev.namespace, ev.name, ev.resource_version) == ("ns", "x", "7")
 
 

@@ -15,21 +15,23 @@ resourceVersion.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from operator import attrgetter
 from typing import Any
 
 import msgspec
 
 from watchkeeper.client._json import decode_deep
-from watchkeeper.client.errors import InvalidResponse
+from watchkeeper.client.errors import ApiError, InvalidResponse, error_from_status
 from watchkeeper.client.objects import (
     _NO_META,
-    RawEvent,
+    Bookmark,
+    ObjectEvent,
     _Head,
     _HeadObject,
     decode_line_object,
     key_fields,
+    strip_managed_fields,
 )
 
 JSON = dict[str, Any]
@@ -51,6 +53,7 @@ class EagerEnvelope(msgspec.Struct, gc=False):
 
 
 _TYPE = attrgetter("type")
+EventClasses = Mapping[str, type[ObjectEvent]]
 _PLAIN = frozenset(("ADDED", "MODIFIED", "DELETED"))
 _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError,
                   RecursionError, ValueError)
@@ -121,6 +124,7 @@ class PieceDecoder:
         self.resource_version = ""
         self.plain = True  # the last piece had only ADDED/MODIFIED/DELETED (no bad line)
         self.kinds: set[str] = set()  # the event types in the last piece
+        self._before_bad = ""
         # Lazy: the last piece's lines, one per envelope (the fast path leaves one more,
         # empty, at the end): a lazy event decodes its object from its line.
         self.piece = LazyPiece(lines=[])
@@ -164,16 +168,16 @@ class PieceDecoder:
             self.plain = False
             good, error = self._by_line(data)
             self.kinds = set(map(_TYPE, good))
+            self.resource_version = self._before_bad  # ``events`` advances it again
             return good, error
         if self.lazy:
             self.piece = LazyPiece(data)
         kinds = self.kinds = set(map(_TYPE, envs))
         self.plain = kinds <= _PLAIN
-        if envs:
-            self._advance(envs)
         return envs, None
 
     def _by_line(self, data: bytes) -> tuple[list[Any], InvalidResponse | None]:
+        self._before_bad = self.resource_version
         good: list[Any] = []
         lines: list[bytes] = []
         self.piece = LazyPiece(lines=lines)
@@ -227,7 +231,51 @@ class PieceDecoder:
         err.resource_version = rv  # type: ignore[attr-defined]
         return err
 
-    def raw_event(self, env: Any, line: bytes | None) -> RawEvent:
-        if self.lazy:
-            return RawEvent(env.type, None, env.object.metadata or _NO_META, line, self.path)
-        return RawEvent(env.type, env.object, None, None, self.path)
+    def events(
+        self, envs: list[Any], classes: EventClasses, other: Callable[[str], type[ObjectEvent]],
+        counts: dict[str, int], strip: bool = False,
+    ) -> tuple[list[ObjectEvent], ApiError | None]:
+        """The typed events of the last piece's envelopes ``envs``: each object line as an
+        instance of ``classes[type]`` (``other(type)`` for a type not in it), a BOOKMARK as
+        ``Bookmark``; an ERROR line ends the piece as its typed ``ApiError`` (the events
+        before it are returned with it). Counts them by type into ``counts`` and advances
+        ``resource_version`` to the last of them. A piece of ADDED/MODIFIED/DELETED only is
+        built in one comprehension, with its bookkeeping once for the piece."""
+        if self.plain:
+            if not envs:
+                return [], None
+            self.count(envs, counts)
+            self._advance(envs)
+            if self.lazy:
+                piece = self.piece
+                return [classes[e.type](None, e.object.metadata or _NO_META, piece, strip, i)
+                        for i, e in enumerate(envs)], None
+            if strip:
+                for e in envs:
+                    strip_managed_fields(e.object)
+            return [classes[e.type](e.object) for e in envs], None
+        out: list[ObjectEvent] = []
+        lazy, piece = self.lazy, self.piece
+        for i, env in enumerate(envs):
+            kind = env.type
+            if kind == "ERROR":
+                status = decode_line_object(piece.line(i), self.path) if lazy else env.object
+                return out, error_from_status(status, method="WATCH", path=self.path)
+            counts[kind] = counts.get(kind, 0) + 1
+            rv = self.rv_of(env)
+            if rv:
+                self.resource_version = rv
+            if kind == "BOOKMARK":
+                obj = decode_line_object(piece.line(i), self.path) if lazy else env.object
+                out.append(Bookmark(obj))
+                continue
+            cls = classes.get(kind) or other(kind)
+            if lazy:
+                out.append(cls(None, env.object.metadata or _NO_META, piece, strip, i))
+            else:
+                obj = env.object
+                if strip:
+                    strip_managed_fields(obj)
+                out.append(cls(obj))
+        return out, None
+

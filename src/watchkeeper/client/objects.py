@@ -1,4 +1,5 @@
-"""The decoded things the verbs and the watch stream hand out: ``RawEvent``, its
+"""The decoded things the verbs and the watch stream hand out: ``ObjectEvent`` (the one
+lazy event class: ``RawEvent`` and the watcher's events are its subclasses), ``Bookmark``,
 ``KeyFields``, ``ObjectList``, and the decoders behind them.
 
 They live below ``api`` (the verbs), ``stream`` and ``_pieces`` (the watch framing) and
@@ -9,14 +10,15 @@ from __future__ import annotations
 
 import gc
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 import msgspec
 
-from watchkeeper.client._json import decode_deep
+from watchkeeper.client._json import bounded_repr, decode_deep
 from watchkeeper.client.errors import InvalidResponse
 
 JSON = dict[str, Any]
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
 _decode_dict = msgspec.json.Decoder(dict[str, Any]).decode
 
@@ -75,66 +77,184 @@ _decode_any = msgspec.json.Decoder().decode  # a plain decode beats a typed enve
 _NO_META = KeyFields()
 
 
-class RawEvent:
-    """One line of a watch stream: ``type`` is ADDED/MODIFIED/DELETED/BOOKMARK/ERROR.
+if TYPE_CHECKING:
 
-    ``name``, ``namespace`` and ``resource_version`` are always at hand; ``object`` is
-    decoded on first read when the stream is lazy, so a consumer that skips events or reads
-    only those three fields never pays for building the object's dicts.
+    class _EventFields:
+        """What type checkers see: ``obj`` is always a dict."""
+
+        __match_args__ = ("obj",)
+        _key: KeyFields | None
+        _line: Any
+        _strip: bool
+        _at: int
+
+        def __init__(self, obj: JSON | None, _key: KeyFields | None = None,
+                     _line: Any = None, _strip: bool = False, _at: int = 0) -> None: ...
+
+        @property
+        def obj(self) -> JSON: ...
+
+else:
+
+    class _EventFields(msgspec.Struct):
+        """The storage of an object event. A msgspec Struct because it is built in C: 0.08
+        against 0.35 µs per event for a Python ``__init__``, a third of the lazy watcher's
+        whole cost per event (docs/decisions.md). ``obj`` is None until a lazy event's
+        object is read; the ``obj`` property set on ``ObjectEvent`` below decodes it then."""
+
+        obj: Any
+        _key: Any = None
+        _line: Any = None  # the event's line (bytes), or its piece (``_at`` is its index)
+        _strip: bool = False  # drop metadata.managedFields once decoded
+        _at: int = 0
+
+
+_OBJ_SLOT: Any = _EventFields.__dict__["obj"] if not TYPE_CHECKING else None
+
+
+class ObjectEvent(_EventFields):
+    """One watch event that carries an object: the one lazy event class of the watch path.
+
+    ``obj`` is a plain dict; a lazy stream decodes it on first read, from the event's line
+    or its piece. ``name``, ``namespace`` and ``resource_version`` never need that (they
+    were decoded with the piece). Compared by value, matched positionally as
+    ``case Apply(obj)``; not hashable (it holds a dict). The private constructor arguments
+    are the stream's lazy form. The watcher's ``Apply``/``Delete``/``InitApply`` and what
+    ``Api.watch`` yields (``RawEvent``) are subclasses.
     """
 
-    __slots__ = ("_key", "_line", "_object", "_path", "type")
+    def _keys(self) -> KeyFields:
+        keys = self._key
+        if keys is None:
+            keys = self._key = key_fields(self.obj)
+        return keys
 
-    def __init__(
-        self,
-        type: str,
-        object: JSON | None = None,
-        key: KeyFields | None = None,
-        line: bytes | None = None,
-        path: str = "",
-    ) -> None:
-        if object is None and line is None:
-            raise ValueError("RawEvent needs an object or the line to decode it from")
-        self.type = type
-        self._object = object
-        self._key = key
-        self._line = line
-        self._path = path
-
-    @property
-    def object(self) -> JSON:
-        obj = self._object
-        if obj is None:
-            assert self._line is not None
-            obj = decode_line_object(self._line, self._path)
-            self._object, self._line = obj, None
-        return obj
-
-    @property
-    def decoded(self) -> bool:
-        """Whether ``object`` has been built (always, for an eager stream)."""
-        return self._object is not None
-
-    def _meta(self) -> KeyFields:
-        key = self._key
-        if key is None:
-            key = self._key = key_fields(self.object)
-        return key
-
+    # One frame per read, not two: ``name`` is the hot read of a lazy consumer.
     @property
     def name(self) -> str:
-        return self._meta().name
+        keys = self._key
+        return (keys if keys is not None else self._keys()).name
 
     @property
     def namespace(self) -> str:
-        return self._meta().namespace
+        keys = self._key
+        return (keys if keys is not None else self._keys()).namespace
 
     @property
     def resource_version(self) -> str:
-        return self._meta().resourceVersion
+        keys = self._key
+        return (keys if keys is not None else self._keys()).resourceVersion
+
+    @property
+    def decoded(self) -> bool:
+        """Whether ``obj`` has been built (always, for an eager stream)."""
+        return self._line is None
+
+    def _copy_as(self, cls: type[_E]) -> _E:
+        """The same event as another class, its object still undecoded if it was."""
+        return cls(_OBJ_SLOT.__get__(self), self._key, self._line, self._strip, self._at)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, ObjectEvent)
+        return self.obj == other.obj
+
+    def __repr__(self) -> str:
+        if self._line is not None:
+            return (f"{type(self).__name__}(<not decoded: {self.namespace}/{self.name} "
+                    f"rv={self.resource_version}>)")
+        # Bounded: an object as deep as the apiserver stores would make repr() raise.
+        return f"{type(self).__name__}(obj={bounded_repr(self.obj)})"
+
+
+_E = TypeVar("_E", bound=ObjectEvent)
+
+
+def _decoded(self: ObjectEvent) -> JSON:
+    """``event.obj``: a lazy event decodes its line (or its piece's window) on first read."""
+    obj: JSON | None = _OBJ_SLOT.__get__(self)
+    if obj is None:
+        line = self._line
+        if line is None:
+            raise TypeError(f"{type(self).__name__} has no object")
+        obj = decode_line_object(line) if isinstance(line, bytes) else line.obj(self._at)
+        if self._strip:
+            strip_managed_fields(obj)
+        _OBJ_SLOT.__set__(self, obj)
+        self._line = None
+    return obj
+
+
+if not TYPE_CHECKING:
+    # Set after the class is made: in the body msgspec would take it for the field's default.
+    ObjectEvent.obj = property(_decoded)
+
+
+def strip_managed_fields(obj: JSON) -> None:
+    """Drop ``metadata.managedFields`` (about half of a cached object)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+
+
+class RawEvent(ObjectEvent):
+    """One line of a watch stream as ``Api.watch`` yields it: ``type`` is
+    ADDED/MODIFIED/DELETED (or BOOKMARK: a ``Bookmark``), ``object`` the object.
+
+    ``name``, ``namespace`` and ``resource_version`` are always at hand; ``object`` is
+    decoded on first read when the stream is lazy, so a consumer that skips events or reads
+    only those three fields never pays for building the object's dicts. An ERROR line is
+    not an event: the stream raises it as its typed ``ApiError``.
+    """
+
+    type: ClassVar[str] = ""
+
+    @classmethod
+    def of(cls, type: str, object: JSON | None = None, key: KeyFields | None = None,
+           line: bytes | None = None) -> RawEvent:
+        """An event as the stream makes it (for tests and fakes): ``type``, and ``object``
+        or the ``line`` to decode it from on first read (``key``: its key fields)."""
+        if object is None and line is None:
+            raise ValueError("RawEvent needs an object or the line to decode it from")
+        maker = Bookmark if type == "BOOKMARK" else raw_event_class(type)
+        return maker(object, key, line)
+
+    @property
+    def object(self) -> JSON:
+        return self.obj
 
     def __repr__(self) -> str:
         return f"RawEvent({self.type}, {self.namespace}/{self.name}, rv={self.resource_version})"
+
+
+class Bookmark(RawEvent):
+    """A BOOKMARK line: the stream is at ``resource_version``; ``initial_events_end`` marks
+    the end of a streaming list's initial events (annotation ``k8s.io/initial-events-end``)."""
+
+    type: ClassVar[str] = "BOOKMARK"
+
+    @property
+    def initial_events_end(self) -> bool:
+        meta = self.obj.get("metadata")
+        annotations = meta.get("annotations") if isinstance(meta, dict) else None
+        return isinstance(annotations, dict) and annotations.get(INITIAL_EVENTS_END) == "true"
+
+
+_RAW_CLASSES: dict[str, type[RawEvent]] = {}
+_MAX_RAW_CLASSES = 16  # a server sending ever new event types cannot grow this table
+
+
+def raw_event_class(kind: str) -> type[RawEvent]:
+    """The ``RawEvent`` subclass whose ``type`` is ``kind`` (made once per kind; past a
+    few kinds, made anew and not kept: only a broken or hostile server sends them)."""
+    cls = _RAW_CLASSES.get(kind)
+    if cls is None:
+        cls = cast("type[RawEvent]", type(
+            f"RawEvent_{kind}", (RawEvent,), {"type": kind, "__annotations__": {}}))
+        if len(_RAW_CLASSES) < _MAX_RAW_CLASSES:
+            _RAW_CLASSES[kind] = cls
+    return cls
 
 
 def _str(value: Any) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import zlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
@@ -33,6 +33,7 @@ from watchkeeper.client._http1 import BUFFER_SIZE, FramingError, Head, ResponseP
 from watchkeeper.client._pieces import (
     MAX_LINE_BYTES,
     PIECE_BYTES,
+    EventClasses,
     PieceDecoder,
 )
 from watchkeeper.client.errors import (
@@ -42,7 +43,7 @@ from watchkeeper.client.errors import (
     Timeout,
     error_from_response,
 )
-from watchkeeper.client.objects import RawEvent
+from watchkeeper.client.objects import ObjectEvent, RawEvent, raw_event_class
 from watchkeeper.client.server_warnings import parse_warnings
 
 if TYPE_CHECKING:
@@ -184,11 +185,17 @@ class _Connection:
         self.proto.close()
 
 
+_RAW_CLASSES: EventClasses = {kind: raw_event_class(kind)
+                              for kind in ("ADDED", "MODIFIED", "DELETED")}
+
+
 class FastWatchStream:
     """Decoded events of one open watch response, in pieces; see ``_pieces``.
 
-    Iterate ``pieces()`` for lists of envelopes (the watcher's loop), or the stream itself
-    for ``RawEvent`` objects (the ``Api.watch`` contract).
+    Iterate ``batches()`` for lists of typed events, one list per piece (the watcher's
+    loop), or the stream itself for ``RawEvent`` objects (the ``Api.watch`` contract). Both
+    interpret the lines: a BOOKMARK is a ``Bookmark``, an ERROR line is raised as its typed
+    ``ApiError`` (410 ``Gone``, ...) after the events before it.
     """
 
     def __init__(self, conn: _Connection, path: str, *, lazy: bool, max_line: int,
@@ -260,16 +267,35 @@ class FastWatchStream:
                                     reason="ConnectionReset", **self._conn.where)
         return _conn_error(cause, _Target("http://x"), self._conn.where)
 
-    async def __aiter__(self) -> AsyncIterator[RawEvent]:
+    async def batches(
+        self,
+        classes: EventClasses = _RAW_CLASSES,
+        other: Callable[[str], type[ObjectEvent]] = raw_event_class,
+        *,
+        counts: dict[str, int] | None = None,
+        strip: bool = False,
+    ) -> AsyncIterator[list[ObjectEvent]]:
+        """The typed events of each piece, one list per piece (never empty): object lines as
+        instances of ``classes[type]`` (``other(type)`` for a type not in it), bookmarks as
+        ``Bookmark``. An ERROR line or a bad line ends the stream: the events before it come
+        as their own list, then its typed ``ApiError``. ``counts`` (by type) and
+        ``resource_version`` (the last event's) are kept once per piece; ``strip`` drops
+        ``metadata.managedFields`` from each object once decoded."""
         decoder = self.decoder
-        event = decoder.raw_event
+        events = decoder.events
+        tally: dict[str, int] = {} if counts is None else counts
         async for envs in self.pieces():
-            if self.lazy:
-                for env, line in zip(envs, decoder.piece.lines, strict=False):
-                    yield event(env, line)
-            else:
-                for env in envs:
-                    yield event(env, None)
+            batch, error = events(envs, classes, other, tally, strip)
+            del envs
+            if batch:
+                yield batch
+            if error is not None:
+                raise error
+
+    async def __aiter__(self) -> AsyncIterator[RawEvent]:
+        async for batch in self.batches():
+            for event in batch:
+                yield event  # type: ignore[misc]
 
 
 # The public name (``watchkeeper.client.WatchStream``) of what ``Api.watch`` yields.

@@ -88,3 +88,39 @@ async def test_ready_follows_first_sync_and_watcher_health() -> None:
     health.state = wk.WatchState.HEALTHY
     writer.apply(wk.Apply(cm("x")))
     await store.wait_until_ready(timeout=1)
+
+
+class OwnSource:
+    """An event source of the user's own, not a ``Watcher``, that reports its health."""
+
+    def __init__(self, *evs: wk.Event) -> None:
+        self.health = wk.WatchHealth(resource="own")
+        self.evs = evs
+
+    def __aiter__(self) -> AsyncIterator[wk.Event]:
+        return events(*self.evs)
+
+
+async def test_readiness_follows_any_source_that_has_health() -> None:
+    """The reflector reads readiness from an explicit health object (``HasHealth``, or the
+    ``health=`` argument), not from ``isinstance(Watcher)``."""
+    source = OwnSource(wk.InitStart(), wk.InitApply(cm("a")), wk.InitDone())
+    assert isinstance(source, wk.HasHealth)
+    store, writer = wk.Store.new()
+    source.health.state = wk.WatchState.DEGRADED
+    await run_source(writer, source)
+    assert len(store) == 1 and not store.ready, "listed, but its source is degraded"
+    source.health.state = wk.WatchState.HEALTHY
+    source.health._changed()
+    assert store.ready
+
+    store, writer = wk.Store.new()
+    health = wk.WatchHealth(resource="given", state=wk.WatchState.DEGRADED)
+    async for _ in wk.reflector(writer, events(wk.InitStart(), wk.InitDone()), health=health):
+        pass
+    assert not store.ready
+
+
+async def run_source(writer: wk.Writer, source: OwnSource) -> None:
+    async for _ in wk.reflector(writer, source):
+        pass

@@ -226,3 +226,73 @@ async def test_init_done_of_a_list_still_comes_when_the_watch_is_refused() -> No
             await events.aclose()  # type: ignore[attr-defined]
     assert got == ["InitStart", "InitApply", "InitDone", "WatchError"]
     assert w.health.state is wk.WatchState.DEGRADED
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["eager", "lazy"])
+async def test_the_stream_interprets_bookmarks_and_error_lines_itself(lazy: bool) -> None:
+    """The client stream hands out typed items (issue 12 item 5): object events of the
+    caller's classes, ``Bookmark`` (with its version and the initial-events-end mark) and
+    an ERROR line raised as its typed error after the events before it, in one piece; the
+    counts and the resume version are kept by the stream per piece."""
+    from watchkeeper.client.objects import Bookmark, ObjectEvent
+
+    gone = msgspec.json.encode({"type": "ERROR", "object": {
+        "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 410,
+        "reason": "Expired", "message": "too old resource version"}}) + b"\n"
+    data = HEAD + chunked(WINDOW + line("ADDED", "c", 22) + gone + line("ADDED", "d", 30), [])
+    counts: dict[str, int] = {}
+    got: list[Any] = []
+    async with raw_server(respond_with(data, close=False)) as client:
+        api = client.api("configmaps", namespace="ns")
+        async with api.watch(lazy=lazy) as stream:
+            with pytest.raises(wk.Gone) as info:
+                async for batch in stream.batches(
+                    {"ADDED": wk.Apply, "MODIFIED": wk.Apply, "DELETED": wk.Delete},
+                    lambda kind: wk.Apply, counts=counts,
+                ):
+                    got.extend(batch)
+            assert stream.resource_version == "22", "not past the ERROR line"
+    assert info.value.code == 410 and info.value.reason == "Expired"
+    assert [type(ev).__name__ for ev in got] == [
+        "Apply", "Apply", "Delete", "Apply", "Bookmark", "Apply"]
+    assert all(isinstance(ev, ObjectEvent) for ev in got)
+    mark = got[4]
+    assert isinstance(mark, Bookmark) and mark.initial_events_end
+    assert mark.resource_version == "20" and mark.type == "BOOKMARK"
+    assert [ev.resource_version for ev in got] == ["10", "11", "12", "13", "20", "22"]
+    assert got[5].obj["data"] == {"v": "22"} and got[5].name == "c"
+    assert counts == {"ADDED": 3, "MODIFIED": 1, "DELETED": 1, "BOOKMARK": 1}
+
+
+async def test_api_watch_raises_an_error_line_as_its_typed_error() -> None:
+    """``Api.watch`` yields ``RawEvent``s (a bookmark too) and raises an ERROR line typed."""
+    gone = msgspec.json.encode({"type": "ERROR", "object": {
+        "kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}}) + b"\n"
+    data = HEAD + chunked(line("ADDED", "a", 10) + end_bookmark(20) + gone, [])
+    seen: list[Any] = []
+    async with raw_server(respond_with(data, close=False)) as client:
+        api = client.api("configmaps", namespace="ns")
+        with pytest.raises(wk.Gone):
+            async with api.watch() as stream:
+                async for ev in stream:
+                    seen.append(ev)
+    assert [(ev.type, ev.resource_version) for ev in seen] == [("ADDED", "10"), ("BOOKMARK", "20")]
+    assert all(isinstance(ev, wk.client.RawEvent) for ev in seen)
+    assert seen[1].object["metadata"]["annotations"] == {INITIAL_EVENTS_END: "true"}
+
+
+async def test_api_watch_passes_an_unknown_event_type_on_without_growing_a_table() -> None:
+    """A type the apiserver never sends comes out as a ``RawEvent`` of that type; a server
+    that sends ever new ones does not grow the client's table of event classes."""
+    from watchkeeper.client import objects
+
+    kinds = [f"ODD{i}" for i in range(40)]
+    data = HEAD + chunked(b"".join(line(kind, "a", 10 + i) for i, kind in enumerate(kinds)), [])
+    seen: list[Any] = []
+    async with raw_server(respond_with(data)) as client, \
+            client.api("configmaps", namespace="ns").watch() as stream:
+        async for ev in stream:
+            seen.append(ev)
+    assert [ev.type for ev in seen] == kinds
+    assert all(isinstance(ev, wk.client.RawEvent) and ev.name == "a" for ev in seen)
+    assert len(objects._RAW_CLASSES) <= objects._MAX_RAW_CLASSES

@@ -131,8 +131,18 @@ async def test_lazy_watcher_feeds_a_store(srv: ApiServer, client: wk.Client) -> 
 
 
 def test_raw_event_needs_an_object_or_a_line() -> None:
+    """One lazy event class (client/objects.py ``ObjectEvent``): ``RawEvent`` and the
+    watcher's events are its subclasses; one with neither object nor line cannot decode."""
+    event = wk.client.objects.raw_event_class("ADDED")(None)
+    assert isinstance(event, RawEvent) and event.type == "ADDED"
+    assert issubclass(wk.Apply, wk.client.objects.ObjectEvent)
+    assert issubclass(RawEvent, wk.client.objects.ObjectEvent)
+    with pytest.raises(TypeError, match="has no object"):
+        event.object  # noqa: B018
     with pytest.raises(ValueError, match="needs an object or the line"):
-        RawEvent("ADDED")
+        RawEvent.of("ADDED")
+    made = RawEvent.of("MODIFIED", {"metadata": {"name": "x"}})
+    assert made.type == "MODIFIED" and made.name == "x" and made.decoded
 
 
 async def test_lazy_streaming_list_and_a_410_relist(srv: ApiServer, client: wk.Client) -> None:
