@@ -13,6 +13,7 @@ from watchkeeper.controller.controller import (
 from watchkeeper.controller.finalizer import finalizer
 from watchkeeper.controller.operator import Operator
 from watchkeeper.controller.recorder import Recorder
+from watchkeeper.controller.sharded import ShardScope
 
 __all__ = [
     "Action",
@@ -25,6 +26,7 @@ __all__ = [
     "ObjectRef",
     "Operator",
     "Recorder",
+    "ShardScope",
     "finalizer",
     "owner_mapper",
 ]

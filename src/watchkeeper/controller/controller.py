@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import inspect
 import logging
@@ -47,6 +48,7 @@ from watchkeeper.cache.shared import SharedWatch
 from watchkeeper.client import Api, ApiError, Resource
 from watchkeeper.controller.action import Action, ObjectRef
 from watchkeeper.controller.scheduler import Scheduler
+from watchkeeper.controller.sharded import Drain, ShardScope
 from watchkeeper.controller.stats import ErrorLog, ObjectFailure, ReconcileStats
 from watchkeeper.errors import WatchkeeperError
 from watchkeeper.supervisor import Supervisor, TaskState, TaskStatus
@@ -354,10 +356,15 @@ class Controller:
         *,
         watch_config: WatchConfig | None = None,
         backoff: Backoff | None = None,
+        sharding: ShardScope | None = None,
     ) -> None:
         self.config = config or ControllerConfig()
         self.triggers: list[Trigger] = []
-        self._add(api.resource_name, api, watch_config, None, backoff)
+        # Sharded (wk.Sharding, run by wk.run): the main and owned watches see only this
+        # replica's objects; the drain hands an object over (controller/sharded.py).
+        self.sharding = sharding
+        self._handover = Drain(sharding) if sharding is not None else None
+        self._add(api.resource_name, api, watch_config, None, backoff, sharded=True)
         self._owned: list[Trigger] = []
         self._inflight: dict[ObjectRef, float] = {}
         self._object_backoff: dict[ObjectRef, ExponentialBackoff] = {}
@@ -375,11 +382,15 @@ class Controller:
         watch_config: WatchConfig | None,
         mapper: Mapper | None,
         backoff: Backoff | None,
+        sharded: bool = False,
     ) -> Trigger:
         # Reconciles rarely read managedFields and they are half of each cached object.
         cfg = watch_config or WatchConfig(
             max_unhealthy=self.config.max_unhealthy, strip_managed_fields=True
         )
+        if sharded and self.sharding is not None:
+            mine, theirs = self.sharding.selector, cfg.label_selector
+            cfg = dataclasses.replace(cfg, label_selector=f"{theirs},{mine}" if theirs else mine)
         names = {t.name for t in self.triggers}
         base, n = name, 2
         while name in names:
@@ -398,7 +409,7 @@ class Controller:
     ) -> Controller:
         """Reconcile the owner whenever a child it owns (ownerReferences) changes."""
         trig = self._add(f"owns {child_api.resource_name}", child_api, watch_config,
-                         None, backoff)
+                         None, backoff, sharded=True)
         self._owned.append(trig)
         return self
 
@@ -409,6 +420,16 @@ class Controller:
         """Reconcile whatever ``mapper(obj)`` names whenever an object of ``api`` changes."""
         self._add(f"watches {api.resource_name}", api, watch_config, mapper, backoff)
         return self
+
+    @property
+    def owned_apis(self) -> list[Api]:
+        """The child resources of ``owns`` (the sharder labels them as their owners)."""
+        return [t.api for t in self._owned]
+
+    @property
+    def draining(self) -> int:
+        """Objects this (sharded) replica is handing over to another."""
+        return len(self._handover.held) if self._handover is not None else 0
 
     @property
     def store(self) -> Store:
@@ -566,6 +587,11 @@ class Controller:
                     sup.spawn(name, functools.partial(self._feed, t, scheduler, on_watch_error),
                               restart="backoff", backoff=DefaultBackoff(clock=loop.time))
                 start_workers()
+                if self._handover is not None:
+                    for i in range(self._handover.scope.drain_concurrency):
+                        sup.spawn(f"shard drain {i + 1}",
+                                  functools.partial(self._handover.run, main.api, self._inflight),
+                                  restart="backoff", backoff=DefaultBackoff(clock=loop.time))
                 elector_task = (sup.spawn("leader elector", elector.run, forever=False)
                                 if elector else None)
                 if self.config.max_unhealthy is not None:
@@ -640,7 +666,13 @@ class Controller:
         try:
             events = trig.shared.subscribe()
             async for event in events:
-                if isinstance(event, Apply | InitApply):
+                if (self._handover is not None and trig.mapper is None
+                        and isinstance(event, Apply | InitApply)
+                        and self._handover.scope.draining(event.obj)):
+                    ref = ObjectRef(meta.name(event.obj), meta.namespace(event.obj))
+                    self._handover.hold(ref)  # handed over: never reconciled here again
+                    scheduler.cancel(ref)
+                elif isinstance(event, Apply | InitApply):
                     for ref in self._refs(trig, event.obj):
                         scheduler.schedule(ref, debounce)
                 elif isinstance(event, Delete):
@@ -649,6 +681,8 @@ class Controller:
                         scheduler.cancel(ref)
                         self._object_backoff.pop(ref, None)
                         self.stats.forget(ref)
+                        if self._handover is not None:
+                            self._handover.forget(ref)
                     else:
                         for ref in self._refs(trig, event.obj):
                             scheduler.schedule(ref, debounce)
@@ -714,6 +748,8 @@ class Controller:
                     continue  # deleted meanwhile: nothing to reconcile
                 if limiter is not None:
                     await limiter.acquire()
+                if self._handover is not None and ref in self._handover.held:
+                    continue  # being handed over (checked with no await before in-flight)
                 self._inflight[ref] = loop.time()
                 action = await self._reconcile_one(ref, obj, reconcile, error_policy, context)
                 if action.requeue_after is not None:

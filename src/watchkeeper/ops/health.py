@@ -30,6 +30,7 @@ from watchkeeper.controller.controller import Elector, elector_health, elector_p
 from watchkeeper.errors import WatchkeeperError
 from watchkeeper.leader import LeaderElector
 from watchkeeper.ops.metrics import Sources, WatchkeeperCollector
+from watchkeeper.sharding import ShardReplica
 from watchkeeper.supervisor import Supervisor
 from watchkeeper.watcher import WatchHealth, WatchState
 
@@ -72,6 +73,12 @@ class HealthServer:
         attempts have failed for ``unready_after`` s, not alive past ``max_unhealthy``."""
         self.sources.electors.append(elector)
         self.sources.elector_limits[id(elector)] = (unready_after, max_unhealthy)
+        return self
+
+    def add_shards(self, replica: ShardReplica) -> HealthServer:
+        """Report a sharded controller's ring and this replica's share (``wk.run`` adds
+        each one it runs); not ready until its shard leases were listed once."""
+        self.sources.shards.append(replica)
         return self
 
     def add_supervisor(self, supervisor: Supervisor) -> HealthServer:
@@ -160,6 +167,22 @@ class HealthServer:
             detail = self._elector_detail(e, controller, now, to_wall)
             ok = ok and detail["ready"]
             details.append(detail)
+        for replica in self.sources.shards:
+            st = replica.status()
+            ok = ok and st.ready
+            details.append({
+                "resource": f"shard ring {st.ring}",
+                "ready": st.ready,
+                "state": "healthy" if st.ready and st.last_error is None else "degraded",
+                "ring": st.ring,
+                "replica": st.replica_id,
+                "live_shards": st.live,
+                "dead_shards": st.dead,
+                "sharder": st.sharder,
+                "owned_objects": st.owned,
+                "draining_objects": st.draining,
+                "last_error": st.last_error,
+            })
         for sup in self.sources.supervisors:
             problems = sup.problems()
             ok = ok and not problems
