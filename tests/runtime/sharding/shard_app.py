@@ -17,14 +17,17 @@ def setup(client: wk.Client) -> wk.Operator:
     log_path = os.environ["WK_TEST_RECONCILE_LOG"]
     replica = os.environ["WK_TEST_REPLICA"]
     lease, renew, retry = (float(x) for x in os.environ["WK_TEST_TIMINGS"].split(","))
-    requeue = float(os.environ.get("WK_TEST_REQUEUE", "2.0"))
+    # Long reconciles, requeued soon: each object is mid-reconcile ~40 % of the time, so a
+    # hand-over without the drain would overlap (the test sees it: see test_sharding.py).
+    work = float(os.environ.get("WK_TEST_WORK", "0.2"))
+    requeue = float(os.environ.get("WK_TEST_REQUEUE", "0.3"))
     sharding = wk.Sharding(ring="widgets", replica_id=replica, lease_namespace="shard",
                            lease_duration=lease, renew_deadline=renew, retry_period=retry)
 
     async def reconcile(obj: dict[str, Any], ctx: Any) -> wk.Action:
         start, finished = time.time(), False
         try:
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(work)
             finished = True
         finally:
             line = json.dumps({"id": replica, "start": start, "end": time.time(),
@@ -34,6 +37,6 @@ def setup(client: wk.Client) -> wk.Operator:
         return wk.Action.requeue(requeue)
 
     api = client.api("configmaps", namespace="shard")
-    controller = wk.Controller(api, wk.ControllerConfig(concurrency=8, shutdown_timeout=5),
+    controller = wk.Controller(api, wk.ControllerConfig(concurrency=64, shutdown_timeout=5),
                                sharding=sharding)
     return wk.Operator(controller, reconcile)

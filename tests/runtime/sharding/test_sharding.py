@@ -164,7 +164,7 @@ async def test_three_replicas_share_fail_over_and_rebalance_without_overlap(
                             timeout=30)
     await replicas.wait_for(
         lambda: any(e["id"] == "replica-d" for e in replicas.entries()), timeout=10)
-    await asyncio.sleep(2 * 2.0)  # requeues keep every replica busy through the hand-over
+    await asyncio.sleep(2.0)  # requeues keep every replica busy through the hand-over
     entries = replicas.entries()
     moved = [e for e in entries if e["id"] == "replica-d" and e["start"] > rejoined]
     assert abs(len({e["name"] for e in moved}) - OBJECTS / 3) <= 0.25 * OBJECTS / 3
