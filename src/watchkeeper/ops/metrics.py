@@ -100,6 +100,9 @@ def _shard_metrics(replicas: list[ShardReplica]) -> Iterator[Metric]:
     writes = CounterMetricFamily("watchkeeper_sharder_label_writes",
                                  "Label writes by this replica's sharder, by kind "
                                  "(assign, drain, reassign, child)", labels=["ring", "kind"])
+    events = CounterMetricFamily("watchkeeper_sharder_watch_events",
+                                 "Watch events (metadata only, every object) this replica's "
+                                 "sharder received while it was the sharder", labels=["ring"])
     for r in replicas:
         st = r.status()
         live.add_metric([st.ring], len(st.live))
@@ -110,7 +113,8 @@ def _shard_metrics(replicas: list[ShardReplica]) -> Iterator[Metric]:
         sharder.add_metric([st.ring], 1 if st.sharder else 0)
         for kind, n in sorted(r.sharder.stats.writes.items()):
             writes.add_metric([st.ring, kind], n)
-    yield from (live, member, owned, draining, sharder, writes)
+        events.add_metric([st.ring], r.sharder.stats.events)
+    yield from (live, member, owned, draining, sharder, writes, events)
 
 
 class WatchkeeperCollector(Collector):

@@ -65,9 +65,11 @@ class _Meta:
 
 @dataclass
 class SharderStats:
-    """Label writes by kind (assign, drain, reassign, child), conflicts, errors."""
+    """Label writes by kind (assign, drain, reassign, child), conflicts, errors, and the
+    watch events the sharder received (it watches every object, metadata only)."""
 
     writes: dict[str, int] = field(default_factory=dict)
+    events: int = 0
     conflicts: int = 0
     errors: int = 0
 
@@ -144,6 +146,7 @@ class Sharder:
         seen: set[str] = set()
         config = WatchConfig(metadata_only=True, max_unhealthy=None)
         async for ev in watcher(api, config, backoff=DefaultBackoff()):
+            self.stats.events += 1
             if isinstance(ev, InitStart):
                 seen = set()
             elif isinstance(ev, InitApply | Apply):
