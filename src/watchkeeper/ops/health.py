@@ -5,7 +5,8 @@ the pod is the loud signal of last resort. /readyz fails as soon as a cache is n
 a watch is degraded, a supervised task crashed, a reconcile is stuck, or every reconcile
 failed for ``ControllerConfig.failure_window`` seconds, with the reason in the body.
 ``/readyz?verbose`` is JSON: each watch, and each controller with its reconcile counts,
-last error, failing and stuck objects, mapper errors and tasks, and each leader elector.
+last error, failing and stuck objects, mapper errors and tasks, each leader elector, and
+each shard ring (live shards, this replica's share, whether it is the sharder).
 
 A leader elector fails readiness once its attempts to reach the lease have failed for
 longer than ``ControllerConfig.elector_unready_after`` (the controller that runs it applies
@@ -250,10 +251,12 @@ class HealthServer:
         if "verbose" in request.query:
             return web.json_response({
                 "ready": ok,
-                "watches": [d for d in details if "problems" not in d and "lease" not in d],
+                "watches": [d for d in details
+                            if "problems" not in d and "lease" not in d and "ring" not in d],
                 "controllers": [d for d in details if "controller" in d],
                 "supervisors": [d for d in details if "problems" in d and "controller" not in d],
                 "electors": [d for d in details if "lease" in d],
+                "shards": [d for d in details if "ring" in d],  # rings and this share
             }, status=200 if ok else 503)
         lines = [f"[{'+' if d['ready'] else '-'}] {d['resource']}{_why(d)}" for d in details]
         return web.Response(status=200 if ok else 503, text="\n".join(lines) + "\n")

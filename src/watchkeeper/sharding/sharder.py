@@ -218,7 +218,9 @@ class Sharder:
         if self.view.dead_for_sure(m.shard):
             return "reassign", {s.label_key: desired, s.drain_key: None}
         if not self.view.is_live(m.shard):
-            return None  # not seen live, not yet sure it is dead: wait
+            # Not seen live, not yet sure it is dead (no lease seen yet): look again soon.
+            self._later[_key(m.namespace, m.name)] = self._now() + self.sharding.retry_period
+            return None
         return "drain", {s.drain_key: m.shard}
 
     def _decide_child(self, c: _Meta) -> tuple[str, JSON] | None:
