@@ -61,6 +61,7 @@ def setup(client: Any) -> Any:
 
     lease, renew, retry = (float(x) for x in os.environ["WK_BENCH_TIMINGS"].split(","))
     work, requeue = float(os.environ["WK_BENCH_WORK"]), float(os.environ["WK_BENCH_REQUEUE"])
+    mode, concurrency = os.environ["WK_BENCH_MODE"], int(os.environ["WK_BENCH_CONCURRENCY"])
     sharding = wk.Sharding(ring=os.environ["WK_BENCH_RING"],
                            replica_id=os.environ["WK_BENCH_REPLICA"],
                            lease_namespace=NAMESPACE, lease_duration=lease,
@@ -68,16 +69,25 @@ def setup(client: Any) -> Any:
     log = open(os.environ["WK_BENCH_LOG"], "a", buffering=1)  # noqa: SIM115 (process lifetime)
     versions: dict[str, str] = {}
 
+    api = client.api("configmaps", namespace=NAMESPACE)
+
     async def reconcile(obj: dict[str, Any], ctx: Any) -> Any:
-        await asyncio.sleep(work)
         md = obj["metadata"]
+        if mode == "io":  # waiting on something remote that is not the API server
+            await asyncio.sleep(work)
+        elif mode == "cpu":  # computing
+            end = time.perf_counter() + work
+            while time.perf_counter() < end:
+                pass
+        else:  # "api": one GET of the object from the API server
+            await api.get(md["name"])
         if versions.get(md["name"]) != md["resourceVersion"]:
             versions[md["name"]] = md["resourceVersion"]
             log.write(f"{md['name']}\t{time.time()}\n")
         return wk.Action.requeue(requeue)
 
-    api = client.api("configmaps", namespace=NAMESPACE)
-    controller = wk.Controller(api, wk.ControllerConfig(concurrency=64), sharding=sharding)
+    controller = wk.Controller(api, wk.ControllerConfig(concurrency=concurrency),
+                               sharding=sharding)
     return wk.Operator(controller, reconcile)
 
 
@@ -130,8 +140,10 @@ class Replica:
                "WK_BENCH_RING": self.ring, "WK_BENCH_REPLICA": self.name,
                "WK_BENCH_LOG": str(self.log),
                "WK_BENCH_TIMINGS": f"{self.a.lease},{self.a.renew},{self.a.retry}",
-               "WK_BENCH_WORK": str(self.a.work), "WK_BENCH_REQUEUE": str(self.a.requeue)}
-        with open(self.stderr, "w") as err:
+               "WK_BENCH_WORK": str(self.a.work), "WK_BENCH_REQUEUE": str(self.a.requeue),
+               "WK_BENCH_MODE": self.a.reconcile,
+               "WK_BENCH_CONCURRENCY": str(self.a.concurrency)}
+        with open(self.stderr, "w") as err:  # noqa: ASYNC230 (once, before the measurement)
             self.proc = await asyncio.create_subprocess_exec(
                 PYTHON, "-m", "watchkeeper.cli", "run", APP, "--kubeconfig",
                 str(self.kubeconfig), "--probe-host", "127.0.0.1", "--probe-port",
@@ -193,6 +205,11 @@ async def _settled(reps: list[Replica], objects: int, balanced: bool) -> bool:
         owned = [r.m(m, "watchkeeper_shard_owned_objects") for r, m in zip(reps, ms, strict=True)]
         draining = sum(r.m(m, "watchkeeper_shard_draining_objects")
                        for r, m in zip(reps, ms, strict=True))
+        if i == 0:
+            writes = [int(r.m(m, "watchkeeper_sharder_label_writes_total")) for r, m in
+                      zip(reps, ms, strict=True)]
+            print(f"  owned {[int(x) for x in owned]} draining {int(draining)} "
+                  f"sharder writes {writes}", file=sys.stderr)
         if sum(owned) != objects or draining or any(not m for m in ms):
             return False
         if balanced and min(owned) < 0.6 * objects / len(reps):
@@ -249,7 +266,7 @@ async def _scenario(n: int, a: argparse.Namespace, sim: SimProcess, tmp: Path) -
                 "label_writes": int(r.m(m, "watchkeeper_sharder_label_writes_total")),
             })
         result["per_replica"] = per
-        if n > 1:
+        if n > 1 and not _no_failover(a):
             await _failover(reps, ring, a, sim, tmp, result)
     finally:
         for r in reps:
@@ -308,8 +325,13 @@ async def _failover(reps: list[Replica], ring: str, a: argparse.Namespace, sim: 
     result["rebalance_s"] = round(time.monotonic() - joined - 1.0, 2)
     ms = await _sample(live)
     result["after_rebalance_owned"] = {
-        r.name: int(r.m(m, "watchkeeper_shard_owned_objects")) for r, m in zip(live, ms, strict=True)}
+        r.name: int(r.m(m, "watchkeeper_shard_owned_objects"))
+        for r, m in zip(live, ms, strict=True)}
     result["drain_writes"] = sum(_drain_writes(m) for m in ms)
+
+
+def _no_failover(a: argparse.Namespace) -> bool:
+    return bool(a.no_failover)
 
 
 def _drain_writes(m: dict[str, float]) -> int:
@@ -348,7 +370,7 @@ async def _main(a: argparse.Namespace) -> int:
                   f"{s['recovery_first_s']} s, median {s['recovery_median_s']} s, all after "
                   f"{s['recovery_all_s']} s; a new replica joined and the ring rebalanced in "
                   f"{s['rebalance_s']} s: {s['after_rebalance_owned']}")
-    path = save_results("sharding", {"args": vars(a), "scenarios": scenarios})
+    path = save_results(f"sharding-{a.reconcile}", {"args": vars(a), "scenarios": scenarios})
     print(f"\nresults: {path}", file=sys.stderr)
     return 0
 
@@ -358,8 +380,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--objects", type=int, default=30_000)
     p.add_argument("--replicas", type=int, nargs="+", default=[1, 3])
     p.add_argument("--window", type=float, default=10.0, help="throughput window, seconds")
-    p.add_argument("--work", type=float, default=0.01, help="seconds each reconcile awaits")
-    p.add_argument("--requeue", type=float, default=1.0, help="requeue after, seconds")
+    p.add_argument("--reconcile", choices=["io", "cpu", "api"], default="io",
+                   help="io: await --work s; cpu: compute --work s; api: GET the object")
+    p.add_argument("--work", type=float, default=0.01, help="seconds of work per reconcile")
+    p.add_argument("--concurrency", type=int, default=16, help="reconciles at once, per replica")
+    p.add_argument("--requeue", type=float, default=2.0, help="requeue after, seconds")
+    p.add_argument("--no-failover", action="store_true", help="skip kill -9 and rejoin")
     p.add_argument("--lease", type=float, default=15.0)
     p.add_argument("--renew", type=float, default=10.0)
     p.add_argument("--retry", type=float, default=2.0)
