@@ -282,8 +282,10 @@ async def _failover(reps: list[Replica], ring: str, a: argparse.Namespace, sim: 
     from watchkeeper.client.config import load_config
 
     ms = await _sample(reps)
-    victim = next((r for r, m in zip(reps, ms, strict=True) if r.m(m, "watchkeeper_sharder")),
+    sharder = [bool(r.m(m, "watchkeeper_sharder")) for r, m in zip(reps, ms, strict=True)]
+    victim = next((r for r, s in zip(reps, sharder, strict=True) if s == (a.kill == "sharder")),
                   reps[0])
+    result["killed_was_sharder"] = sharder[reps.index(victim)]
     client = wk.Client(load_config(str(sim.kubeconfig)))
     try:
         api = client.api("configmaps", namespace=NAMESPACE)
@@ -365,7 +367,8 @@ async def _main(a: argparse.Namespace) -> int:
           s["replica_cpu_cores"], s["sim_cpu_cores"]] for s in scenarios]))
     for s in scenarios:
         if "recovery_all_s" in s:
-            print(f"\nkill -9 {s['killed']} (the sharder, {s['orphans']} objects, lease "
+            what = "the sharder" if s["killed_was_sharder"] else "not the sharder"
+            print(f"\nkill -9 {s['killed']} ({what}, {s['orphans']} objects, lease "
                   f"{s['lease_duration_s']} s): first orphan reconciled after "
                   f"{s['recovery_first_s']} s, median {s['recovery_median_s']} s, all after "
                   f"{s['recovery_all_s']} s; a new replica joined and the ring rebalanced in "
@@ -386,6 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, default=16, help="reconciles at once, per replica")
     p.add_argument("--requeue", type=float, default=2.0, help="requeue after, seconds")
     p.add_argument("--no-failover", action="store_true", help="skip kill -9 and rejoin")
+    p.add_argument("--kill", choices=["sharder", "member"], default="sharder",
+                   help="kill -9 the sharder replica (worst case) or another one")
     p.add_argument("--lease", type=float, default=15.0)
     p.add_argument("--renew", type=float, default=10.0)
     p.add_argument("--retry", type=float, default=2.0)

@@ -264,7 +264,10 @@ class Sharder:
                                awaited=True)
                     for i, api in enumerate(self.children)]
         try:
-            while not (self.view.ready.is_set() and all(e.is_set() for e in synced)):
+            # Each object is decided on its own, so objects are labelled while the initial
+            # list still arrives (after a sharder fail-over, listing 30,000 objects took
+            # seconds); only the ring must be known first.
+            while not self.view.ready.is_set():
                 _check(follows)
                 await asyncio.sleep(_IDLE)
             while True:
