@@ -1,7 +1,8 @@
 """Sharding with three real controller processes against the simulator: each owns about a
 third; after kill -9 its objects are reconciled by the others within two lease durations;
-a restarted replica rebalances the ring through the drain; and the reconcile log shows no
-object ever reconciled by two replicas at once."""
+a restarted replica rebalances the ring through the drain; a replica stopped by SIGTERM
+hands its objects over at once; and the reconcile log shows no object ever reconciled by
+two replicas at once (with the drain disabled in the sharder, this test fails)."""
 
 from __future__ import annotations
 
@@ -171,3 +172,19 @@ async def test_three_replicas_share_fail_over_and_rebalance_without_overlap(
     assert_no_object_reconciled_twice_at_once(entries)
     for name in ("replica-a", "replica-c", "replica-d"):
         assert replicas.procs[name].returncode is None, await replicas.stderr(name)
+
+    # A graceful leave (SIGTERM): it finishes its reconciles, releases its lease, and its
+    # objects move at once (no lease expiry to wait for), still never two at a time.
+    leaving = {name for name, lab in replicas.labels().items() if lab[KEY] == "replica-a"}
+    stopped_at = time.time()
+    replicas.procs["replica-a"].send_signal(signal.SIGTERM)
+    assert await asyncio.wait_for(replicas.procs["replica-a"].wait(), 10) == 0
+    await replicas.wait_for(lambda: settled(replicas, ["replica-c", "replica-d"]), timeout=10)
+    await replicas.wait_for(lambda: {e["name"] for e in replicas.entries()
+                                     if e["id"] != "replica-a" and e["start"] > stopped_at}
+                            >= leaving, timeout=10)
+    taken = max(min(e["start"] for e in replicas.entries() if e["name"] == name
+                    and e["id"] != "replica-a" and e["start"] > stopped_at) for name in leaving)
+    assert taken - stopped_at < LEASE + 1.0, taken - stopped_at
+    await asyncio.sleep(1.0)
+    assert_no_object_reconciled_twice_at_once(replicas.entries())
