@@ -38,7 +38,7 @@ from typing import Any
 import msgspec
 
 from benchmarks._common import PAYLOAD_BYTES, configmap_body, payload
-from watchkeeper_sim.server import ApiServer
+from watchkeeper_sim import ApiServer
 from watchkeeper_sim.storage.registry import present
 
 _encode = msgspec.json.encode
@@ -60,7 +60,7 @@ class Runner:
 
     def _ensure_namespace(self, ns: str) -> None:
         try:
-            self.srv.get_object("v1", "Namespace", ns, "")
+            self.srv.get_object("v1", "Namespace", ns, namespace="")
         except Exception:
             self.srv.create_object({"apiVersion": "v1", "kind": "Namespace",
                                     "metadata": {"name": ns}})

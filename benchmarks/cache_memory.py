@@ -45,10 +45,9 @@ CLIENTS = {
 
 def _c_watchkeeper(a: argparse.Namespace, lazy_strip: bool = False) -> int:
     import watchkeeper as wk
-    from watchkeeper.client.config import load_config
 
     async def main() -> int:
-        async with wk.Client(load_config(a.kubeconfig)) as client:
+        async with wk.Client(wk.ClientConfig.from_kubeconfig(a.kubeconfig)) as client:
             api = client.api("configmaps", namespace=a.namespace)
             store, writer = wk.Store.new()
             cfg = wk.WatchConfig(lazy_decode=lazy_strip, strip_managed_fields=lazy_strip)

@@ -66,7 +66,6 @@ EXTRA: dict[str, Any] = {}
 
 def _c_watchkeeper(a: argparse.Namespace, m: Meter) -> int:
     import watchkeeper as wk
-    from watchkeeper.client.config import load_config
 
     seen: set[str] = set()
     calls = 0
@@ -87,7 +86,7 @@ def _c_watchkeeper(a: argparse.Namespace, m: Meter) -> int:
         return wk.Action.await_change()
 
     async def main() -> None:
-        async with wk.Client(load_config(a.kubeconfig)) as client:
+        async with wk.Client(wk.ClientConfig.from_kubeconfig(a.kubeconfig)) as client:
             api = client.api("configmaps", namespace=a.namespace)
             ctrl = wk.Controller(api, wk.ControllerConfig(handle_signals=False, concurrency=4))
             m.start()
@@ -168,13 +167,12 @@ def _c_store_memory(a: argparse.Namespace, m: Meter) -> int:
     import msgspec
 
     import watchkeeper as wk
-    from watchkeeper.client.config import load_config
 
     example = json.loads(Path(a.example).read_text())
     n = a.objects
 
     async def cache(metadata_only: bool) -> tuple[float, float, int]:
-        async with wk.Client(load_config(a.kubeconfig)) as client:
+        async with wk.Client(wk.ClientConfig.from_kubeconfig(a.kubeconfig)) as client:
             api = client.api("configmaps", namespace=a.namespace)
             await api.resource()
             gc.collect()

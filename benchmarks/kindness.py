@@ -174,10 +174,9 @@ def _loop_kopf(a: argparse.Namespace, t: Tally) -> None:
 
 def _loop_watchkeeper(a: argparse.Namespace, t: Tally) -> None:
     import watchkeeper as wk
-    from watchkeeper.client.config import load_config
 
     async def main() -> None:
-        async with wk.Client(load_config(a.kubeconfig)) as client:
+        async with wk.Client(wk.ClientConfig.from_kubeconfig(a.kubeconfig)) as client:
             api = client.api("configmaps", namespace=a.namespace)
             # max_unhealthy=None: keep retrying through the whole outage (the default, 300 s,
             # would end the process after 5 minutes so that the pod restarts visibly).

@@ -5,20 +5,28 @@ form (``refuse(count_refused=True)``), so each connection attempt is counted. Re
 run: attempts during the outage, seconds from the fault's end to all 10 watches open again,
 and seconds from the circuit's close (the first successful request) to all 10 open. With
 ``--forbid-one`` the first namespace answers 403 from the fault's end on: the other nine must
-come back as fast. Real time, simulator and client in this process, 127.0.0.1 only.
+come back as fast. ``--probe-max S`` sets the circuit's probe-step cap (``none``: the
+watcher's backoff alone), to show what the cap trades. ``--extra-max S`` ends each outage
+0..S s later (run i at random in the i-th of ``--runs`` equal slices; attempts still
+counted over ``--duration``), so the server returns at any moment of the probe schedule,
+not only at 60 s, where the default schedule tends to probe. Real time, simulator and
+client in this process, 127.0.0.1 only. Writes
+benchmarks/results/kindness-fleet[-403][-probe-max-S][-random-end]-<time>.json.
 
-    PYTHONPATH=src:sim python -m benchmarks.kindness_fleet [--duration 60] [--runs 3]
+    PYTHONPATH=src:sim python -m benchmarks.kindness_fleet [--duration 60] [--runs 5]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import statistics
 import time
 
 import watchkeeper as wk
-from watchkeeper.client.circuit import CircuitState
+from benchmarks._common import save_results
+from watchkeeper.client.circuit import PROBE_MAX, CircuitState
 from watchkeeper_sim import ApiServer
 
 NAMESPACES = [f"team-{i}" for i in range(10)]
@@ -29,8 +37,10 @@ async def _consume(watch: wk.Watcher) -> None:
         pass
 
 
-async def one_run(duration: float, forbid_one: bool) -> dict[str, float]:
+async def one_run(duration: float, forbid_one: bool, probe_max: float | None,
+                  extra: float = 0.0) -> dict[str, float]:
     async with ApiServer(bookmark_interval=30.0) as srv, srv.client() as client:
+        client.circuit.probe_max = probe_max
         watches = [wk.watcher(client.api("configmaps", ns), wk.WatchConfig(max_unhealthy=None))
                    for ns in NAMESPACES]
         tasks = [asyncio.create_task(_consume(w)) for w in watches]
@@ -42,6 +52,7 @@ async def one_run(duration: float, forbid_one: bool) -> dict[str, float]:
             before = srv.connection_attempts
             await asyncio.sleep(duration)
             attempts = srv.connection_attempts - before
+            await asyncio.sleep(extra)  # the return at another moment of the probe schedule
             srv.faults.clear()
             if forbid_one:
                 prefix = f"/api/v1/namespaces/{NAMESPACES[0]}/"
@@ -56,7 +67,8 @@ async def one_run(duration: float, forbid_one: bool) -> dict[str, float]:
             back = time.monotonic()
             if closed is None:
                 closed = back
-            return {"attempts": attempts, "from_fault_end": back - cleared,
+            return {"attempts": attempts, "outage": duration + extra,
+                    "from_fault_end": back - cleared,
                     "from_first_success": back - closed}
         finally:
             for t in tasks:
@@ -67,19 +79,43 @@ async def one_run(duration: float, forbid_one: bool) -> dict[str, float]:
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=float, default=60.0)
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--forbid-one", action="store_true")
+    ap.add_argument("--probe-max", default=str(PROBE_MAX),
+                    help="the circuit's probe-step cap in seconds, or 'none'")
+    ap.add_argument("--extra-max", type=float, default=0.0,
+                    help="each outage lasts --duration plus 0..this many seconds (stratified) "
+                         "(attempts still counted in the first --duration), so the server "
+                         "returns at a random moment of the probe schedule")
+    ap.add_argument("--seed", type=int, default=13)
     args = ap.parse_args()
+    rng = random.Random(args.seed)
+    probe_max = None if args.probe_max == "none" else float(args.probe_max)
     rows = []
     for i in range(args.runs):
-        r = await one_run(args.duration, args.forbid_one)
+        # Stratified: run i ends in the i-th slice of 0..extra_max, at random within it, so a
+        # few runs cover the probe schedule's phases evenly.
+        extra = (i + rng.random()) * args.extra_max / args.runs
+        r = await one_run(args.duration, args.forbid_one, probe_max, extra)
         rows.append(r)
-        print(f"run {i + 1}: attempts {r['attempts']:.0f}, all watching "
+        print(f"run {i + 1}: outage {r['outage']:.1f} s, attempts {r['attempts']:.0f} "
+              f"in the first {args.duration:g} s, all watching "
               f"{r['from_fault_end']:.2f} s after the fault ended, "
               f"{r['from_first_success']:.2f} s after the first success", flush=True)
+    summary = {}
     for key in ("attempts", "from_fault_end", "from_first_success"):
         vals = [r[key] for r in rows]
+        summary[key] = {"median": statistics.median(vals), "max": max(vals)}
         print(f"median {key}: {statistics.median(vals):.2f} (max {max(vals):.2f})")
+    name = "kindness-fleet" + ("-403" if args.forbid_one else "")
+    if probe_max != PROBE_MAX:
+        name += f"-probe-max-{args.probe_max}"
+    if args.extra_max:
+        name += "-random-end"
+    path = save_results(name, {"duration": args.duration, "extra_max": args.extra_max,
+                               "seed": args.seed, "forbid_one": args.forbid_one,
+                               "probe_max": probe_max, "runs": rows, "summary": summary})
+    print(f"results: {path}")
 
 
 if __name__ == "__main__":

@@ -68,9 +68,8 @@ AsyncRun = Callable[[], Awaitable[int]]
 
 async def _watchkeeper(kc: str, ns: str, paged: bool) -> tuple[AsyncRun, Callable[[], Any]]:
     import watchkeeper as wk
-    from watchkeeper.client.config import load_config
 
-    client = wk.Client(load_config(kc))
+    client = wk.Client(wk.ClientConfig.from_kubeconfig(kc))
     api = client.api("configmaps", namespace=ns)
 
     async def run() -> int:

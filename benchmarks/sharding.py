@@ -279,14 +279,13 @@ async def _failover(reps: list[Replica], ring: str, a: argparse.Namespace, sim: 
     """kill -9 the sharder replica; time until each of its objects was reconciled by a
     survivor; then a new replica joins; time until the ring rebalanced."""
     import watchkeeper as wk
-    from watchkeeper.client.config import load_config
 
     ms = await _sample(reps)
     sharder = [bool(r.m(m, "watchkeeper_sharder")) for r, m in zip(reps, ms, strict=True)]
     victim = next((r for r, s in zip(reps, sharder, strict=True) if s == (a.kill == "sharder")),
                   reps[0])
     result["killed_was_sharder"] = sharder[reps.index(victim)]
-    client = wk.Client(load_config(str(sim.kubeconfig)))
+    client = wk.Client(wk.ClientConfig.from_kubeconfig(str(sim.kubeconfig)))
     try:
         api = client.api("configmaps", namespace=NAMESPACE)
         owned = await api.list_all(label_selector=f"shard.watchkeeper.io/{ring}={victim.name}")

@@ -37,9 +37,8 @@ MODES = {
 
 async def _child(a: argparse.Namespace, report: ChildReport) -> None:
     import watchkeeper as wk
-    from watchkeeper.client.config import load_config
 
-    config = load_config(a.kubeconfig)
+    config = wk.ClientConfig.from_kubeconfig(a.kubeconfig)
     clients = [wk.Client(config)]
     if a.child == "separate":
         clients.append(wk.Client(config))

@@ -24,11 +24,10 @@ async def _measure(kc: str, namespace: str, rv: str, events: int, step: int) -> 
 
     import watchkeeper as wk
     from watchkeeper.client.api import _decode_any, _Head
-    from watchkeeper.client.config import load_config
 
     decode_head = msgspec.json.Decoder(_Head).decode
 
-    async with wk.Client(load_config(kc)) as client:
+    async with wk.Client(wk.ClientConfig.from_kubeconfig(kc)) as client:
         api = client.api("configmaps", namespace=namespace)
         path = await api._path()
         params = {"watch": "true", "resourceVersion": rv}

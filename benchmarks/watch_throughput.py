@@ -193,11 +193,10 @@ def _c_aiohttp_readline(a: argparse.Namespace, m: Meter) -> int:
 
 def _c_watchkeeper_stream(a: argparse.Namespace, m: Meter, lazy: bool = False) -> int:
     import watchkeeper as wk
-    from watchkeeper.client.config import load_config
 
     async def main() -> int:
         count = 0
-        async with wk.Client(load_config(a.kubeconfig)) as client:
+        async with wk.Client(wk.ClientConfig.from_kubeconfig(a.kubeconfig)) as client:
             api = client.api("configmaps", namespace=a.namespace)
             await api.resource()
             m.start()
@@ -224,12 +223,11 @@ def _c_watchkeeper_watcher(a: argparse.Namespace, m: Meter, lazy: bool = False,
     """``wk.watcher`` from ``a.rv`` (its public ``resource_version=``: no initial LIST).
     ``read`` is what the consumer touches per event: nothing, "name" or "obj"."""
     import watchkeeper as wk
-    from watchkeeper.client.config import load_config
 
     async def main() -> int:
         count = 0
         touched = 0
-        async with wk.Client(load_config(a.kubeconfig)) as client:
+        async with wk.Client(wk.ClientConfig.from_kubeconfig(a.kubeconfig)) as client:
             api = client.api("configmaps", namespace=a.namespace)
             await api.resource()
             m.start()

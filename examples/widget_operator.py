@@ -66,16 +66,13 @@ async def reconcile(widget: dict[str, Any], ctx: Widgets) -> wk.Action:
     ns = wk.meta.namespace(widget)
 
     async def apply(obj: dict[str, Any]) -> wk.Action:
-        owner = {
-            "apiVersion": f"{GROUP}/{VERSION}", "kind": "Widget", "name": wk.meta.name(obj),
-            "uid": wk.meta.uid(obj), "controller": True, "blockOwnerDeletion": True,
-        }
         desired = {
             "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": child_name(obj), "namespace": ns, "ownerReferences": [owner],
+            "metadata": {"name": child_name(obj), "namespace": ns,
                          "labels": {"app.kubernetes.io/managed-by": MANAGER}},
             "data": {str(k): str(v) for k, v in (obj.get("spec") or {}).get("data", {}).items()},
         }
+        wk.set_controller_reference(desired, obj)  # the Widget controls it (and deletes it)
         await ctx.configmaps(ns).patch(
             child_name(obj), desired, type="apply", field_manager=MANAGER, force=True
         )

@@ -134,7 +134,7 @@ class Demo:
         await asyncio.sleep(1.5)
         self.step("normal operation: a few changes")
         srv.create_object(configmap("feature-flags", beta="on"))
-        obj = srv.get_object("v1", "ConfigMap", "settings-1", NS)
+        obj = srv.get_object("v1", "ConfigMap", "settings-1", namespace=NS)
         obj["data"] = {"level": "11"}
         srv.update_object(obj)
         await asyncio.sleep(1.5)
@@ -145,10 +145,10 @@ class Demo:
         before = srv.connection_attempts
         await asyncio.sleep(outage / 2)
         self.say("(meanwhile, on the server: settings-0 changes, settings-2 is deleted)")
-        obj = srv.get_object("v1", "ConfigMap", "settings-0", NS)
+        obj = srv.get_object("v1", "ConfigMap", "settings-0", namespace=NS)
         obj["data"] = {"level": "changed during the outage"}
         srv.update_object(obj)
-        srv.delete_object("v1", "ConfigMap", "settings-2", NS)
+        srv.delete_object("v1", "ConfigMap", "settings-2", namespace=NS)
         await asyncio.sleep(outage / 2)
         attempts = srv.connection_attempts - before
         srv.faults.clear()

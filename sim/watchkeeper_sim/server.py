@@ -500,7 +500,7 @@ class ApiServer:
         ns = (obj.get("metadata") or {}).get("namespace") or "default"
         return self.registry.create(rt, ns if rt.namespaced else "", obj, manager=manager)
 
-    def get_object(self, api_version: str, kind: str, name: str, namespace: str = "default"
+    def get_object(self, api_version: str, kind: str, name: str, *, namespace: str = "default"
                    ) -> JSON:
         rt = self.resource(api_version, kind)
         return present(self.store.get(rt, namespace if rt.namespaced else "", name), rt)
@@ -513,7 +513,7 @@ class ApiServer:
         return self.registry.update(rt, ns, meta["name"], obj, manager=manager,
                                     subresource=subresource)
 
-    def delete_object(self, api_version: str, kind: str, name: str, namespace: str = "default"
+    def delete_object(self, api_version: str, kind: str, name: str, *, namespace: str = "default"
                       ) -> JSON:
         rt = self.resource(api_version, kind)
         return self.registry.delete(rt, namespace if rt.namespaced else "", name)

@@ -40,6 +40,7 @@ from watchkeeper.client import (
 )
 from watchkeeper.controller import (
     Action,
+    AlreadyOwned,
     Controller,
     ControllerConfig,
     ControllerUnhealthy,
@@ -47,7 +48,12 @@ from watchkeeper.controller import (
     ObjectRef,
     Operator,
     Recorder,
+    controller_of,
     finalizer,
+    owner_reference,
+    predicates,
+    set_controller_reference,
+    set_owner_reference,
 )
 from watchkeeper.errors import WatchkeeperError
 from watchkeeper.leader import LeaderElector
@@ -75,6 +81,7 @@ from watchkeeper.watcher import (
 __all__ = [
     "Action",
     "AlreadyExists",
+    "AlreadyOwned",
     "Api",
     "ApiError",
     "Apply",
@@ -134,9 +141,14 @@ __all__ = [
     "WatchkeeperError",
     "Writer",
     "__version__",
+    "controller_of",
     "finalizer",
     "meta",
+    "owner_reference",
+    "predicates",
     "reflector",
     "run",
+    "set_controller_reference",
+    "set_owner_reference",
     "watcher",
 ]

@@ -30,7 +30,7 @@ from typing import Any
 
 from watchkeeper.backoff import ExponentialBackoff
 from watchkeeper.controller import Operator
-from watchkeeper.controller.controller import install_signal_handlers, signals_handled_by_caller
+from watchkeeper.controller.signals import install_signal_handlers, signals_handled_by_caller
 from watchkeeper.leader import ElectorHealth, LeaderElector
 from watchkeeper.ops import HealthServer
 from watchkeeper.sharding import ShardReplica

@@ -18,6 +18,7 @@ import enum
 import logging
 import random
 import time
+import warnings
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -442,9 +443,19 @@ class _ClosedEarly(ConnectionFailed):
 
 
 class Watcher:
-    """An async-iterable watch. Iterate it once; ``health`` is live while it runs."""
+    """An async-iterable watch. Iterate it once; ``health`` is live while it runs.
 
-    def __init__(
+    Made by ``watcher(...)``, the one documented constructor; this class is public as the
+    type it returns (annotations, ``isinstance``). ``Watcher(...)`` is deprecated."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        warnings.warn(
+            "Watcher(...) is deprecated: use watcher(...) (wk.watcher), which takes the "
+            "same arguments", DeprecationWarning, stacklevel=2,
+        )
+        self._setup(*args, **kwargs)
+
+    def _setup(
         self,
         api: Api,
         config: WatchConfig | None = None,
@@ -954,11 +965,14 @@ def watcher(
     resource_version: str | None = None,
 ) -> Watcher:
     """Watch ``api`` forever: ``async for event in watcher(api, WatchConfig(...)): ...``.
+    The one way to make a ``Watcher`` (its class is public as a type only).
 
     ``backoff`` defaults to a fresh ``DefaultBackoff`` on the event loop's clock; pass a
     ``WatchHealth`` to share it with probes, or read ``.health`` on the returned object.
     ``resource_version`` starts from a version you already have (no initial list: only
     changes after it); if the server no longer has it (410), the watcher lists as usual.
     """
-    return Watcher(api, config, backoff=backoff, health=health, clock=clock, rng=rng,
-                   resource_version=resource_version)
+    w = Watcher.__new__(Watcher)
+    w._setup(api, config, backoff=backoff, health=health, clock=clock, rng=rng,
+             resource_version=resource_version)
+    return w

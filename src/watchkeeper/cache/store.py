@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -35,9 +36,18 @@ __all__ = ["Store", "Writer"]
 
 
 class Store:
-    """Read side. Create with ``Store.new()``, which also returns the only ``Writer``."""
+    """Read side. Create with ``store, writer = Store.new()``, which also returns the only
+    ``Writer``; ``Store()`` alone is deprecated (nothing would ever fill it)."""
 
     def __init__(self, key: KeyFn = meta.key) -> None:
+        warnings.warn(
+            "Store() is deprecated: use `store, writer = Store.new()`, which also returns "
+            "the Writer that fills the store",
+            DeprecationWarning, stacklevel=2,
+        )
+        self._setup(key)
+
+    def _setup(self, key: KeyFn) -> None:
         self._key = key
         self._objects: dict[Key, JSON] = {}
         self._index_fns: dict[str, IndexFn] = {}
@@ -48,12 +58,17 @@ class Store:
 
     @staticmethod
     def new(key: KeyFn = meta.key) -> tuple[Store, Writer]:
-        store = Store(key)
+        """The one way to make a store: ``store, writer = Store.new()``. ``key(obj)`` names
+        an object (default ``meta.key``: its ``ObjectRef(namespace, name)``)."""
+        store = Store.__new__(Store)
+        store._setup(key)
         return store, Writer(store)
 
     # -- reading -------------------------------------------------------------------------
 
-    def get(self, name: str, namespace: str | None = None) -> JSON | None:
+    def get(self, name: str, *, namespace: str | None = None) -> JSON | None:
+        """The object named ``name`` in ``namespace`` (None: cluster-scoped). The namespace
+        is a keyword, as in ``Api.get``, so the two can never be passed swapped."""
         return self._objects.get((namespace, name))
 
     def list(self) -> builtins.list[JSON]:

@@ -2,11 +2,24 @@
 
 While the server is unreachable (connection refused or reset, TLS handshake failure, a
 timeout, 5xx, 429) the circuit is *open*: one caller at a time is the probe, sent on the
-circuit's own jittered backoff (and never before the server's Retry-After); every other
-caller waits. The first successful response on the client, any verb, closes it, and the
-callers that were waiting are released spread over ``release_spread`` seconds with jitter,
-so recovery is no thundering herd. Errors about one resource (401, 403, 404, 410, 422...)
-prove the server answers: they close it too and stay the caller's own business.
+prober's own backoff but, while other callers wait on it, at least every ``probe_max``
+seconds (jittered), and never before the server's Retry-After; every other caller waits.
+The first successful response on the client, any verb, closes it, and the callers that
+were waiting are released spread over ``release_spread`` seconds with jitter, so recovery
+is no thundering herd.
+
+Why a cap on the probe step: the time from the server's return to everyone working again
+is the wait for the next probe plus the release. A watcher's backoff grows to 30-60 s, so
+the next probe came up to a minute late; capped at 7-8 s the process makes at most 10
+connection attempts in an outage's first minute (default backoff: 0.8, 1.6, 3.2, then
+7-8 s steps) and waits about 4 s on average for the next probe after the server returns.
+A lone caller keeps its backoff exactly (at most 7 attempts in a minute, the hardening
+bound): the cap spends only what sharing saves. No schedule does much better on both:
+with N probes a minute, a server back at a random moment waits at least 30/N s for the
+next one on average (median too), however they are spaced; 10 a minute means 3 s.
+
+Errors about one resource (401, 403, 404, 410, 422...) prove the server answers: they
+close it too and stay the caller's own business.
 
 No task is started: waiters sleep on an ``asyncio.Event`` replaced at each change.
 """
@@ -32,6 +45,12 @@ MAX_RETRY_AFTER = 60.0  # seconds: no server parks the circuit longer per answer
 # would otherwise spin (the watcher's THRESHOLD_SLACK, for the same reason).
 SLACK = 0.005
 PROBE_GRACE = 1.0  # seconds the last prober keeps first claim on the next probe turn
+# Longest probe step: 7 s plus 0-15 % jitter keeps the first minute of an outage at <= 10
+# probes after the default backoff's 0.8 + 1.6 + 3.2 s ramp (0.8 + 1.6 + 3.2 + 6.4 + 7 * 7
+# = 61 s for the 11th at the earliest).
+PROBE_MAX = 7.0
+PROBE_JITTER = 0.15
+RELEASE_SPREAD = 0.5  # seconds over which waiting callers are released when it closes
 
 
 class CircuitState(enum.Enum):
@@ -56,13 +75,16 @@ def _answered(error: BaseException) -> bool:
 class Circuit:
     """Shared reachability of one API server (see the module docstring).
 
-    The probe schedule is the prober's own: a watcher reports its failure with the delay its
-    own backoff chose (``record_failure(error, delay)``) and keeps first claim on the next
-    probe, so one watcher on a client retries exactly as its backoff says, and ten retry
-    as one. A failure reported without a delay uses the circuit's fallback schedule,
-    watchkeeper's exponential backoff: ``initial * factor**n`` capped at ``max_delay``, plus a
-    random 0..``jitter`` fraction. ``clock`` defaults to the running loop's clock.
-    ``probe_timeout`` frees the probe turn if its holder never reports back.
+    The probe schedule is the prober's own, capped: a watcher reports its failure with the
+    delay its own backoff chose (``record_failure(error, delay)``) and keeps first claim on
+    the next probe, so ten watchers retry as one, on the opening watcher's backoff. A step
+    longer than ``probe_max`` becomes ``probe_max`` plus a random 0..``probe_jitter``
+    fraction (``None``: no cap, the backoff alone). A failure reported without a delay uses
+    the circuit's fallback schedule, watchkeeper's exponential backoff: ``initial *
+    factor**n`` capped at ``max_delay``, plus a random 0..``jitter`` fraction. A server's
+    Retry-After (at most ``MAX_RETRY_AFTER``) always wins over a shorter step. ``clock``
+    defaults to the running loop's clock. ``probe_timeout`` frees the probe turn if its
+    holder never reports back.
     """
 
     def __init__(
@@ -72,7 +94,9 @@ class Circuit:
         max_delay: float = 10.0,
         factor: float = 2.0,
         jitter: float = 0.5,
-        release_spread: float = 1.0,
+        release_spread: float = RELEASE_SPREAD,
+        probe_max: float | None = PROBE_MAX,
+        probe_jitter: float = PROBE_JITTER,
         probe_timeout: float = 60.0,
         clock: Callable[[], float] | None = None,
         rng: random.Random | None = None,
@@ -81,6 +105,9 @@ class Circuit:
             raise ValueError("need 0 < initial <= max_delay, factor >= 1 and jitter >= 0")
         if release_spread < 0 or probe_timeout <= 0:
             raise ValueError("need release_spread >= 0 and probe_timeout > 0")
+        if (probe_max is not None and probe_max <= 0) or probe_jitter < 0:
+            raise ValueError("need probe_max > 0 (or None) and probe_jitter >= 0")
+        self.probe_max, self.probe_jitter = probe_max, probe_jitter
         self.initial, self.max_delay, self.factor, self.jitter = initial, max_delay, factor, jitter
         self.release_spread, self.probe_timeout = release_spread, probe_timeout
         self._clock, self._rng = clock, rng or random.Random()
@@ -93,6 +120,7 @@ class Circuit:
         self._changed: asyncio.Event | None = None
         self.opened = 0  # times the circuit opened (for tests, metrics and repr)
         self.probes = 0  # probe turns handed out
+        self._waiting = 0  # callers inside wait_turn: whom the next probe serves
 
     def now(self) -> float:
         return self._clock() if self._clock else asyncio.get_running_loop().time()
@@ -107,6 +135,16 @@ class Circuit:
         base = min(self.initial * self.factor ** min(n, 64), self.max_delay)
         return base + base * self.jitter * self._rng.random()
 
+    def _capped(self, step: float) -> float:
+        """The probe step: ``step``, or ``probe_max`` plus jitter when ``step`` is longer
+        and other callers wait on the probe (jittered so processes that lost the server
+        together do not probe in step). A lone caller keeps its own backoff exactly: the
+        cap spends what sharing saves (ten watchers' attempts become one probe's)."""
+        cap = self.probe_max
+        if cap is None or step <= cap or self._waiting == 0:
+            return step
+        return cap + cap * self.probe_jitter * self._rng.random()
+
     def record_success(self) -> None:
         """Any successful response: the server is back; release everyone waiting."""
         if self.state is CircuitState.OPEN:
@@ -120,7 +158,8 @@ class Circuit:
         """A request failed. Only reachability errors open the circuit; a 4xx answer
         proves the server reachable and closes it. The failure that opens the circuit, or
         the probe's, schedules the next probe ``delay`` seconds on (the caller's backoff;
-        the fallback schedule when None), never before Retry-After, and gives its caller
+        the fallback schedule when None), at most ``probe_max`` (jittered) and never before
+        Retry-After, and gives its caller
         first claim on it."""
         if _answered(error):
             self.record_success()
@@ -140,7 +179,7 @@ class Circuit:
         if from_probe and task is not None:
             task.remove_done_callback(self._release_probe)
         self._probe, self._prober = None, task
-        step = delay if delay is not None and delay >= 0 else self._step()
+        step = self._capped(delay if delay is not None and delay >= 0 else self._step())
         self._next_probe_at = self.now() + step
         self._honour_retry_after(error)
         self._notify()
@@ -171,6 +210,13 @@ class Circuit:
         the circuit's next step; the others wait for the circuit to close and are then
         released spread over ``release_spread`` seconds. Returns True when the caller
         goes as the probe."""
+        self._waiting += 1
+        try:
+            return await self._wait_turn(not_before, latest)
+        finally:
+            self._waiting -= 1
+
+    async def _wait_turn(self, not_before: float, latest: float | None) -> bool:
         waited_open = False
         while True:
             now = self.now()

@@ -93,6 +93,32 @@ class ClientConfig:
     impersonate: Impersonation | None = None
     context: str | None = None  # kubeconfig context name this came from, for messages
 
+    @classmethod
+    def from_kubeconfig(
+        cls,
+        path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | None = None,
+        context: str | None = None,
+    ) -> ClientConfig:
+        """A context of a kubeconfig, as kubectl reads it: ``path`` is one file or several
+        merged (default: KUBECONFIG, else ~/.kube/config); ``context`` overrides the
+        current-context, like ``kubectl --context``. Raises ``ConfigError``."""
+        if path is None or isinstance(path, str | os.PathLike):
+            return load_kubeconfig(None if path is None else [path], context)
+        return load_kubeconfig(path, context)
+
+    @classmethod
+    def in_cluster(cls) -> ClientConfig:
+        """The pod's service account (token re-read as it rotates). Raises ``ConfigError``
+        outside a pod."""
+        return load_incluster()
+
+    @classmethod
+    def from_env(cls, kubeconfig: str | None = None, context: str | None = None
+                 ) -> ClientConfig:
+        """What ``Client.from_env`` uses, to adjust before building a ``Client``: the file
+        given, else KUBECONFIG, ~/.kube/config, then in-cluster. Raises ``ConfigError``."""
+        return load_config(kubeconfig, context)
+
     def ssl_context(self) -> ssl.SSLContext | None:
         """None for plain HTTP; otherwise a verifying context unless told to skip."""
         if not self.server.startswith("https://"):

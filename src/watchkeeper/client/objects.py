@@ -50,10 +50,11 @@ def _decode_large(body: bytes) -> JSON:
 
 
 class KeyFields(msgspec.Struct, gc=False):
-    """The metadata a watcher needs of every event, decoded without the rest."""
+    """The metadata a watcher needs of every event, decoded without the rest; namespace
+    before name, as in ``ObjectRef`` and ``namespace/name``."""
 
-    name: str = ""
     namespace: str = ""
+    name: str = ""
     resourceVersion: str = ""
 
 
@@ -145,7 +146,7 @@ def key_fields(obj: JSON) -> KeyFields:
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         return _NO_META
-    return KeyFields(_str(meta.get("name")), _str(meta.get("namespace")),
+    return KeyFields(_str(meta.get("namespace")), _str(meta.get("name")),  # positional: hot
                      _str(meta.get("resourceVersion")))
 
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from watchkeeper.meta import ObjectRef
+
+__all__ = ["Action", "ObjectRef"]
+
 
 @dataclass(frozen=True, slots=True)
 class Action:
@@ -21,14 +25,3 @@ class Action:
     @staticmethod
     def await_change() -> Action:
         return Action(None)
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class ObjectRef:
-    """Which object to reconcile: its name and namespace (None when cluster-scoped)."""
-
-    name: str
-    namespace: str | None = None
-
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}" if self.namespace else self.name

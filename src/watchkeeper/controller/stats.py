@@ -1,4 +1,5 @@
-"""What a controller's reconciles and mappers are doing, for health, status and metrics.
+"""What a controller's reconciles and mappers are doing, for health, status and metrics:
+counts, failing objects, durations, and the error logs of user callbacks.
 
 A controller whose every reconcile fails (RBAC revoked for its children, a webhook
 rejecting every write) used to look healthy: its watches were fine. ``ReconcileStats``
@@ -101,6 +102,24 @@ class ReconcileStats:
     def worst(self, limit: int = 10) -> list[ObjectFailure]:
         """The objects failing longest, at most ``limit``."""
         return sorted(self.failing.values(), key=lambda f: f.first_failed)[:limit]
+
+
+class DurationHistogram:
+    """Cumulative-bucket histogram of reconcile durations, read by the metrics layer."""
+
+    BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(self.BUCKETS) + 1)  # the last one is +Inf
+        self.total = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.total += seconds
+        for i, bound in enumerate(self.BUCKETS):
+            if seconds <= bound:
+                self.counts[i] += 1
+                return
+        self.counts[-1] += 1
 
 
 class ErrorLog:

@@ -27,7 +27,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from watchkeeper.cache import Store
 from watchkeeper.controller import Controller
-from watchkeeper.controller.controller import Elector, elector_health, elector_problems
+from watchkeeper.controller.leadership import Elector, elector_health, elector_problems
 from watchkeeper.errors import WatchkeeperError
 from watchkeeper.leader import LeaderElector
 from watchkeeper.ops.metrics import Sources, WatchkeeperCollector

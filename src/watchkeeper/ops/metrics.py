@@ -20,7 +20,7 @@ from prometheus_client.registry import Collector
 
 from watchkeeper.cache import Store
 from watchkeeper.controller import Controller
-from watchkeeper.controller.controller import Elector, ElectorHealthView, elector_health
+from watchkeeper.controller.leadership import Elector, ElectorHealthView, elector_health
 from watchkeeper.leader import LeaderElector
 from watchkeeper.sharding import ShardReplica
 from watchkeeper.supervisor import Supervisor, TaskState

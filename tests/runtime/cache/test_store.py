@@ -34,10 +34,10 @@ async def test_relist_swaps_at_init_done_and_reports_vanished_objects() -> None:
     gen = wk.reflector(writer, events(wk.InitStart(), wk.InitApply(cm("b", "5")), wk.InitDone()))
     out.append(await anext(gen))
     out.append(await anext(gen))
-    assert len(store) == 2 and store.get("a", "default") is not None
+    assert len(store) == 2 and store.get("a", namespace="default") is not None
     out.extend([ev async for ev in gen])
-    assert store.get("a", "default") is None
-    assert store.get("b", "default") == cm("b", "5")
+    assert store.get("a", namespace="default") is None
+    assert store.get("b", namespace="default") == cm("b", "5")
     deletes = [ev for ev in out if isinstance(ev, wk.Delete)]
     assert [d.obj["metadata"]["name"] for d in deletes] == ["a"]
     assert isinstance(out[-1], wk.InitDone)

@@ -176,7 +176,8 @@ async def test_watches_relation_maps_any_object_to_requests(srv: ApiServer) -> N
         srv.create_object(secret("target"))
         ctrl = wk.Controller(client.api("secrets", namespace=NS), config()).watches(
             client.api("configmaps", namespace=NS),
-            lambda o: [wk.ObjectRef(o["data"]["for"], NS)] if "for" in o.get("data", {}) else [],
+            lambda o: [wk.ObjectRef(namespace=NS, name=o["data"]["for"])]
+            if "for" in o.get("data", {}) else [],
         )
         task = asyncio.create_task(ctrl.run(reconcile))
         await eventually(lambda: seen == ["target"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from watchkeeper.controller import ObjectRef
 from watchkeeper.controller.stats import ReconcileStats
 
-A, B, C = ObjectRef("a", "ns"), ObjectRef("b", "ns"), ObjectRef("c", "ns")
+A, B, C = ObjectRef("ns", "a"), ObjectRef("ns", "b"), ObjectRef("ns", "c")
 ERR = PermissionError("forbidden")
 
 

@@ -71,7 +71,8 @@ async def test_a_mapper_that_raises_is_logged_counted_and_the_trigger_goes_on(
         return wk.Action.await_change()
 
     def mapper(obj: dict[str, Any]) -> list[wk.ObjectRef]:
-        return [wk.ObjectRef(obj["data"]["for"], NS)]  # KeyError for a ConfigMap without it
+        # KeyError for a ConfigMap without it
+        return [wk.ObjectRef(namespace=NS, name=obj["data"]["for"])]
 
     srv.create_object(secret("target"))
     async with srv.client() as client:
@@ -122,13 +123,14 @@ async def test_a_crashed_trigger_feeder_restarts_with_degraded_health_in_readyz(
         await probes.start()
         task = asyncio.create_task(ctrl.run(reconcile))
         await eventually(lambda: seen == ["a"])
-        real_refs = ctrl._refs
+        trig = ctrl.triggers[0]
+        real_refs = trig.refs
 
-        def crash_once(trig: Any, obj: dict[str, Any]) -> list[wk.ObjectRef]:
-            monkeypatch.setattr(ctrl, "_refs", real_refs)
+        def crash_once(obj: dict[str, Any]) -> list[wk.ObjectRef]:
+            monkeypatch.setattr(trig, "refs", real_refs)
             raise Crash("injected feeder crash")
 
-        monkeypatch.setattr(ctrl, "_refs", crash_once)
+        monkeypatch.setattr(trig, "refs", crash_once)
         srv.create_object(cm("b"))
         await eventually(lambda: "trigger configmaps" in ctrl.health().problems)
         status, body = await readyz(probes.url)
@@ -166,13 +168,13 @@ async def test_a_crashed_worker_restarts_and_the_request_is_not_lost(
         ctrl = wk.Controller(client.api("configmaps", namespace=NS), config(concurrency=1))
         probes = HealthServer().add_controller(ctrl)
         await probes.start()
-        real = ctrl._reconcile_one
+        real = ctrl.workers.reconcile_one
 
         async def crash_once(*args: Any) -> wk.Action:
-            monkeypatch.setattr(ctrl, "_reconcile_one", real)
+            monkeypatch.setattr(ctrl.workers, "reconcile_one", real)
             raise Crash("injected worker crash")
 
-        monkeypatch.setattr(ctrl, "_reconcile_one", crash_once)
+        monkeypatch.setattr(ctrl.workers, "reconcile_one", crash_once)
         task = asyncio.create_task(ctrl.run(reconcile))
         srv.create_object(cm("a"))
         await eventually(lambda: "worker 1" in ctrl.health().problems)
@@ -199,7 +201,7 @@ async def test_a_worker_crash_loop_past_max_unhealthy_ends_run_naming_it(
         async def always(*args: Any) -> wk.Action:
             raise Crash("worker bug")
 
-        monkeypatch.setattr(ctrl, "_reconcile_one", always)
+        monkeypatch.setattr(ctrl.workers, "reconcile_one", always)
         srv.create_object(cm("a"))
         loop = asyncio.get_running_loop()
         start = loop.time()

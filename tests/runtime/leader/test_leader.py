@@ -199,7 +199,7 @@ async def test_blip_outage_and_a_replica_started_during_it_then_exactly_one_lead
     await asyncio.sleep(3)
     entries = replicas.entries()
     (new_leader,) = {e["id"] for e in entries if e["start"] > back}
-    holder = srv.get_object("coordination.k8s.io/v1", "Lease", "leader-test", "lead")
+    holder = srv.get_object("coordination.k8s.io/v1", "Lease", "leader-test", namespace="lead")
     assert holder["spec"]["holderIdentity"].startswith(new_leader)
     assert_no_object_reconciled_twice_at_once(entries)
     assert_no_overlap(entries)

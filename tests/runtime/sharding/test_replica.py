@@ -28,7 +28,7 @@ def cm(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
 
 
 def labels_of(srv: ApiServer, name: str) -> dict[str, str]:
-    obj = srv.get_object("v1", "ConfigMap", name, NS)
+    obj = srv.get_object("v1", "ConfigMap", name, namespace=NS)
     return dict(obj["metadata"].get("labels") or {})
 
 
@@ -85,7 +85,7 @@ async def test_a_draining_object_is_released_only_after_its_running_reconcile(
             assert labels_of(srv, "slow") == {KEY: "me", DRAIN: "me"}
             release.set()
             await eventually(lambda: labels_of(srv, "slow") == {})
-            await eventually(lambda: controller.store.get("slow", NS) is None
+            await eventually(lambda: controller.store.get("slow", namespace=NS) is None
                              and controller.draining == 0)
             await asyncio.sleep(0.3)
             assert [t for n, t in starts if n == "slow" and t > asked] == []  # never again
@@ -132,7 +132,7 @@ async def test_run_shows_the_ring_and_the_share_in_readyz_and_metrics(srv: ApiSe
             stop.set()
             await asyncio.wait_for(task, 10)
         # Stopped: its lease was released after its reconciles ended (others need not wait).
-        lease = srv.get_object("coordination.k8s.io/v1", "Lease", "w-shard-solo", NS)
+        lease = srv.get_object("coordination.k8s.io/v1", "Lease", "w-shard-solo", namespace=NS)
         assert lease["spec"]["holderIdentity"] == ""
 
 

@@ -6,11 +6,18 @@ accepts and resets each connection, so ``srv.connection_attempts`` counts real a
 from __future__ import annotations
 
 import asyncio
+import random
 
 import pytest
 
 import watchkeeper as wk
-from watchkeeper.client.circuit import Circuit, CircuitState
+from watchkeeper.client.circuit import (
+    PROBE_JITTER,
+    PROBE_MAX,
+    RELEASE_SPREAD,
+    Circuit,
+    CircuitState,
+)
 from watchkeeper_sim import ApiServer
 
 from .conftest import Recorder, record
@@ -70,6 +77,98 @@ async def test_ten_watchers_probe_as_one_and_recover_together(
     assert loop.time() - closed <= 3.0
     for rec in recs:
         await rec.stop()
+
+
+# The longest the fleet may take from the server's return to all watching again: one capped
+# probe step (PROBE_MAX plus its jitter), then the staggered release, plus a little for the
+# requests themselves. Before the cap it was one step of the prober's backoff: up to 60 s.
+BACK_WITHIN = PROBE_MAX * (1 + PROBE_JITTER) + RELEASE_SPREAD + 0.3
+
+
+async def _all_watching(srv: ApiServer, n: int) -> None:
+    async with asyncio.timeout(120):
+        while srv.open_watches < n:
+            await asyncio.sleep(0.01)
+
+
+@pytest.mark.looptime
+async def test_a_long_outage_is_probed_gently_and_its_end_noticed_soon(
+    srv: ApiServer, client: wk.Client
+) -> None:
+    """Outages of 60 s and longer, ending at different moments of the probe schedule: never
+    more than 10 connection attempts in any outage's first minute, and all ten watchers
+    watching again within one capped probe step (plus the release) of the server's return,
+    not one step of a 30-60 s backoff later (the median, about half the bound, is measured
+    by benchmarks/kindness_fleet.py: the schedule's jitter makes it a statistic)."""
+    loop = asyncio.get_running_loop()
+    recs = await _fleet(srv, client)
+    delays = []
+    for extra in (0.0, 1.3, 2.6, 3.9, 5.2, 6.5, 9.1):
+        srv.faults.refuse(count_refused=True)
+        srv.reset_watches()
+        before = srv.connection_attempts
+        await asyncio.sleep(60)
+        assert srv.connection_attempts - before <= 10  # in the first minute, whole process
+        await asyncio.sleep(extra)
+        srv.faults.clear()
+        cleared = loop.time()
+        await _all_watching(srv, len(recs))
+        delays.append(loop.time() - cleared)
+        await asyncio.sleep(15)  # a stable watch: every backoff starts over
+    assert max(delays) <= BACK_WITHIN, delays
+    for rec in recs:
+        await rec.stop()
+
+
+@pytest.mark.looptime
+async def test_a_faster_backoff_than_the_cap_sets_the_probe_pace(
+    srv: ApiServer, client: wk.Client
+) -> None:
+    """The cap only shortens long steps: a watcher's own ConstantBackoff(2) probes every 2 s
+    (still one probe for the whole process), and a server back is noticed within ~2 s."""
+    loop = asyncio.get_running_loop()
+    cfg = wk.WatchConfig(max_unhealthy=None)
+    recs = [record(client.api("configmaps", ns), cfg, backoff=wk.ConstantBackoff(2.0))
+            for ns in NAMESPACES[:3]]
+    await _all_watching(srv, len(recs))
+    attempts = await _outage(srv, 60)
+    assert 25 <= attempts <= 31  # every 2 s (plus the caller's spacing), not 3 x that
+    srv.faults.clear()
+    cleared = loop.time()
+    await _all_watching(srv, len(recs))
+    assert loop.time() - cleared <= 2.0 + RELEASE_SPREAD + 0.3
+    for rec in recs:
+        await rec.stop()
+
+
+def test_the_probe_step_is_capped_with_jitter_and_retry_after_still_wins() -> None:
+    async def main() -> None:
+        now = [100.0]
+        c = Circuit(clock=lambda: now[0], rng=random.Random(7))
+        c.record_failure(wk.ConnectionFailed("refused"), 0.8)  # a short step stays
+        assert c.expected_wait() == pytest.approx(0.8)
+        c._probe = asyncio.current_task()
+        c.record_failure(wk.ConnectionFailed("refused"), 45.0)  # alone: its own backoff
+        assert c.expected_wait() == pytest.approx(45.0)
+        waiter = asyncio.ensure_future(c.wait_turn())  # another watcher waits on the probe
+        await asyncio.sleep(0)
+        steps = []
+        for _ in range(50):
+            c._probe = asyncio.current_task()  # as the probe reporting back
+            c.record_failure(wk.ConnectionFailed("refused"), 45.0)
+            steps.append(c.expected_wait())
+        assert PROBE_MAX <= min(steps) < max(steps) <= PROBE_MAX * (1 + PROBE_JITTER)
+        c._probe = asyncio.current_task()
+        c.record_failure(wk.TooManyRequests("slow down", code=429, retry_after=20.0), 45.0)
+        assert c.expected_wait() == pytest.approx(20.0)  # never faster than Retry-After
+        waiter.cancel()
+        await asyncio.gather(waiter, return_exceptions=True)
+        assert c._waiting == 0
+        uncapped = Circuit(clock=lambda: now[0], probe_max=None)
+        uncapped.record_failure(wk.ConnectionFailed("refused"), 45.0)
+        assert uncapped.expected_wait() == pytest.approx(45.0)
+
+    asyncio.run(main())
 
 
 @pytest.mark.looptime

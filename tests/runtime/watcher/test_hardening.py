@@ -66,7 +66,7 @@ async def test_streaming_list_applies_deletes_inside_the_initial_window(lazy: bo
         await store.wait_until_ready(timeout=10)
         # At InitDone the store is exactly the server: no ghost, no doomed.
         assert {wk.meta.name(o): wk.meta.resource_version(o) for o in store} == server_state(srv)
-        assert store.get("changed", "default")["data"] == {"v": "1"}  # type: ignore[index]
+        assert store.get("changed", namespace="default")["data"] == {"v": "1"}  # type: ignore[index]
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
     # A raw consumer sees the same: the initial set holds only the survivors.

@@ -171,7 +171,7 @@ async def test_after_compaction_exactly_one_relist_and_deletions_are_reported(
     await asyncio.sleep(5)
     srv.faults.clear()
     async with asyncio.timeout(60):
-        while store.get("new", "default") is None:
+        while store.get("new", namespace="default") is None:
             await asyncio.sleep(0.05)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
@@ -471,12 +471,12 @@ async def test_metadata_only_watch_caches_no_payload(srv: ApiServer, client: wk.
     await store.wait_until_ready(timeout=10)
     await api.create(configmap("later", blob="y" * 10_000))
     async with asyncio.timeout(10):
-        while store.get("later", "default") is None:
+        while store.get("later", namespace="default") is None:
             await asyncio.sleep(0.02)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     for name in ("big", "later"):
-        obj = store.get(name, "default")
+        obj = store.get(name, namespace="default")
         assert obj is not None and obj["kind"] == "PartialObjectMetadata"
         assert "data" not in obj and obj["metadata"]["name"] == name
 

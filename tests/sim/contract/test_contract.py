@@ -330,7 +330,7 @@ async def test_112_unknown_fields_dropped_with_warnings(world: Any) -> None:
     assert set(body["metadata"]) == set(want["metadata"])
     assert body["metadata"]["managedFields"][0]["fieldsV1"] == \
         want["metadata"]["managedFields"][0]["fieldsV1"]
-    stored = srv.get_object("v1", "ConfigMap", "unknown-field", "errors")
+    stored = srv.get_object("v1", "ConfigMap", "unknown-field", namespace="errors")
     assert "spec" not in stored and "bogus" not in stored["metadata"]
 
 
@@ -343,7 +343,7 @@ async def test_113_114_strict_rejects_unknown_and_duplicate_fields(world: Any) -
         assert warnings(headers) == []
     for name in ("unknown-field-strict", "dup", "dup2"):
         with pytest.raises(Exception, match="not found"):
-            srv.get_object("v1", "ConfigMap", name, "errors")
+            srv.get_object("v1", "ConfigMap", name, namespace="errors")
 
 
 async def test_115_duplicate_field_ignored_last_wins(world: Any) -> None:

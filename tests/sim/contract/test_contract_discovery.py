@@ -461,7 +461,7 @@ async def test_126_protobuf_get(world: Any) -> None:
     assert status == 200
     same_headers(headers, ref, "Content-Type", "Cache-Control")
     assert raw[:8].hex() == ref["response"]["body"]["_first_bytes_hex"][:16]
-    stored = srv.get_object("v1", "ConfigMap", "target", "errors")
+    stored = srv.get_object("v1", "ConfigMap", "target", namespace="errors")
     assert raw == _protobuf.encode_object(_configmaps(), stored)
     assert headers["Content-Length"] == str(len(raw))
     # a list is a ConfigMapList envelope; JSON stays available after protobuf in the Accept

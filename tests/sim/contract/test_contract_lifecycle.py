@@ -111,7 +111,7 @@ async def test_121_122_failed_preconditions(run1: World, number: int) -> None:
         assert target["metadata"]["uid"] in body["message"]
     else:
         assert f"in record ({target['metadata']['resourceVersion']})" in body["message"]
-    assert srv.get_object("v1", "ConfigMap", "target", "errors")  # nothing was deleted
+    assert srv.get_object("v1", "ConfigMap", "target", namespace="errors")  # nothing was deleted
     pre = {"uid": target["metadata"]["uid"],
            "resourceVersion": target["metadata"]["resourceVersion"]}
     status, body, _ = await replay(srv, session, ref, body={"kind": "DeleteOptions",
@@ -203,7 +203,8 @@ async def test_165_to_167_propagation_without_collector(run1: World) -> None:
     assert answers[167] == answers[165]  # gracePeriodSeconds on a terminating ConfigMap: no-op
     await asyncio.sleep(0.2)  # no collector: both stay, held by their finalizers
     for name, fin in (("fg", ["foregroundDeletion"]), ("orph", ["orphan"])):
-        assert srv.get_object("v1", "ConfigMap", name, "fin")["metadata"]["finalizers"] == fin
+        stored = srv.get_object("v1", "ConfigMap", name, namespace="fin")
+        assert stored["metadata"]["finalizers"] == fin
 
 
 async def until_gone(srv: ApiServer, kind: str, name: str, ns: str = "",
@@ -213,7 +214,7 @@ async def until_gone(srv: ApiServer, kind: str, name: str, ns: str = "",
     began = loop.time()
     while True:
         try:
-            srv.get_object("v1", kind, name, ns)
+            srv.get_object("v1", kind, name, namespace=ns)
         except StoreError:
             return loop.time() - began
         assert loop.time() - began < timeout, f"{kind} {name} still there"
@@ -239,8 +240,8 @@ async def test_foreground_and_orphan_with_collector(run2: World) -> None:
                                                    "Orphan": "orphan"}[policy]]
         await until_gone(srv, "ConfigMap", f"owner-{policy.lower()}", "fin")
     with pytest.raises(StoreError):  # Foreground: the dependent went first
-        srv.get_object("v1", "ConfigMap", "kid-foreground", "fin")
-    kept = srv.get_object("v1", "ConfigMap", "kid-orphan", "fin")
+        srv.get_object("v1", "ConfigMap", "kid-foreground", namespace="fin")
+    kept = srv.get_object("v1", "ConfigMap", "kid-orphan", namespace="fin")
     assert "ownerReferences" not in kept["metadata"]
 
 
@@ -258,14 +259,14 @@ async def test_foreground_owner_waits_for_a_blocking_dependent(run2: World) -> N
     status, _, _ = await replay(srv, session, _retarget(load(165), "boss"))
     assert status == 200
     for _ in range(100):
-        if srv.get_object("v1", "ConfigMap", "held-kid", "fin")["metadata"].get(
+        if srv.get_object("v1", "ConfigMap", "held-kid", namespace="fin")["metadata"].get(
                 "deletionTimestamp"):
             break
         await asyncio.sleep(0.01)
     await asyncio.sleep(0.1)
-    assert srv.get_object("v1", "ConfigMap", "boss", "fin")["metadata"]["finalizers"] == [
+    assert srv.get_object("v1", "ConfigMap", "boss", namespace="fin")["metadata"]["finalizers"] == [
         "foregroundDeletion"]
-    held = srv.get_object("v1", "ConfigMap", "held-kid", "fin")
+    held = srv.get_object("v1", "ConfigMap", "held-kid", namespace="fin")
     held["metadata"]["finalizers"] = []
     srv.update_object(held)
     await until_gone(srv, "ConfigMap", "boss", "fin")
@@ -341,7 +342,7 @@ async def test_namespace_waits_for_content_finalizers(run2: World) -> None:
     status, _, _ = await replay(srv, session, load(168))
     assert status == 200
     for _ in range(100):
-        ns = srv.get_object("v1", "Namespace", "doomed", "")
+        ns = srv.get_object("v1", "Namespace", "doomed", namespace="")
         if ns["status"].get("conditions"):
             break
         await asyncio.sleep(0.02)
@@ -356,8 +357,8 @@ async def test_namespace_waits_for_content_finalizers(run2: World) -> None:
     written = srv.store.rv
     await asyncio.sleep(0.2)
     assert srv.store.rv == written  # no rewrite while nothing changes
-    assert srv.get_object("v1", "ConfigMap", "held", "doomed")["metadata"]["deletionTimestamp"]
-    obj = srv.get_object("v1", "ConfigMap", "held", "doomed")
+    obj = srv.get_object("v1", "ConfigMap", "held", namespace="doomed")
+    assert obj["metadata"]["deletionTimestamp"]
     obj["metadata"]["finalizers"] = []
     srv.update_object(obj)
     await until_gone(srv, "Namespace", "doomed")
@@ -418,9 +419,9 @@ async def test_collector_keeps_objects_with_a_live_owner(run2: World) -> None:
     both = cm("both", ns="fin")
     both["metadata"]["ownerReferences"] = refs
     srv.create_object(both)
-    srv.delete_object("v1", "ConfigMap", "owner-a", "fin")
+    srv.delete_object("v1", "ConfigMap", "owner-a", namespace="fin")
     for _ in range(100):
-        left = srv.get_object("v1", "ConfigMap", "both", "fin")
+        left = srv.get_object("v1", "ConfigMap", "both", namespace="fin")
         if left["metadata"]["ownerReferences"] == refs[1:]:
             break
         await asyncio.sleep(0.01)

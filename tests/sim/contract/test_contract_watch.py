@@ -120,7 +120,7 @@ async def lists(session: Session) -> AsyncIterator[ApiServer]:
 
 async def test_025_026_creates(lists: ApiServer) -> None:
     """The fixture holds 025 and 026; the objects are stored as they were returned."""
-    got = lists.get_object("v1", "ConfigMap", "cm-1", "lists")
+    got = lists.get_object("v1", "ConfigMap", "cm-1", namespace="lists")
     want = load(26)["response"]["body"]
     assert_same_body(got, want)
 
@@ -275,7 +275,7 @@ async def watch_world(watch_list: bool, late: str = "", root_ca: bool = False,
         srv.create_object(ex(n, a), manager="curl")
     if late:
         for n in (1, 2):
-            obj = srv.get_object("v1", "ConfigMap", f"existing-{n}", "watch")
+            obj = srv.get_object("v1", "ConfigMap", f"existing-{n}", namespace="watch")
             obj["data"] = {"k": late}
             srv.update_object(obj, manager="curl")
     return srv
@@ -354,7 +354,7 @@ async def replay_actions(srv: ApiServer, want: Lines) -> None:
                 new["data"] = obj["data"]
             srv.create_object(new, manager="curl")
         elif line["type"] == "MODIFIED":
-            cur = srv.get_object("v1", "ConfigMap", name, "watch")
+            cur = srv.get_object("v1", "ConfigMap", name, namespace="watch")
             if "labels" in meta:
                 cur["metadata"]["labels"] = meta["labels"]
             if "data" in obj:
@@ -483,7 +483,7 @@ async def touch_both(srv: ApiServer) -> None:
     """059's actions: merge-patch existing-1's data.k, then existing-2's (not selected)."""
     await asyncio.sleep(0.05)
     for n in (1, 2):
-        obj = srv.get_object("v1", "ConfigMap", f"existing-{n}", "watch")
+        obj = srv.get_object("v1", "ConfigMap", f"existing-{n}", namespace="watch")
         obj["data"] = {"k": LATE}
         srv.update_object(obj, manager="curl")
 

@@ -104,7 +104,7 @@ async def test_097_098_099_111_patches_and_unconditional_put(curl: Any) -> None:
     assert status == 200 and ctype(headers) == "application/json"
     assert_same_object(body, ref["response"]["body"])
     assert int(body["metadata"]["resourceVersion"]) > rv
-    stored = srv.get_object("v1", "ConfigMap", "target", "errors")
+    stored = srv.get_object("v1", "ConfigMap", "target", namespace="errors")
     assert stored["data"] == ref["response"]["body"]["data"]
 
 
