@@ -15,6 +15,7 @@ places), or against the simulator in the tests (tests/examples/test_widget_opera
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any
 
 import watchkeeper as wk
@@ -93,4 +94,17 @@ def setup(client: wk.Client, namespace: str | None = None) -> wk.Operator:
     """The entry point for `watchkeeper run`: all namespaces unless one is given."""
     ctx = Widgets(client)
     controller = wk.Controller(ctx.widgets(namespace)).owns(ctx.configmaps(namespace))
+    return wk.Operator(controller, reconcile, context=ctx)
+
+
+def setup_sharded(client: wk.Client, namespace: str | None = None) -> wk.Operator:
+    """The same operator run as N active replicas, each owning a part of the Widgets
+    (examples/deploy/widget-operator-sharded.yaml): `watchkeeper run
+    widget_operator:setup_sharded`, without --leader-election. The replica id is the pod
+    name (POD_NAME) plus a random suffix; the Leases live in POD_NAMESPACE."""
+    ctx = Widgets(client)
+    sharding = wk.Sharding(ring="widget-operator",
+                           lease_namespace=os.environ.get("POD_NAMESPACE", "default"))
+    controller = wk.Controller(ctx.widgets(namespace), sharding=sharding)
+    controller.owns(ctx.configmaps(namespace))
     return wk.Operator(controller, reconcile, context=ctx)

@@ -59,6 +59,7 @@ from watchkeeper.errors import WatchkeeperError
 from watchkeeper.leader import LeaderElector
 from watchkeeper.ops import HealthServer
 from watchkeeper.runtime import run
+from watchkeeper.sharding import Sharding
 from watchkeeper.supervisor import Supervisor, TaskDied
 from watchkeeper.watcher import (
     Apply,
@@ -121,6 +122,7 @@ __all__ = [
     "ResetTimerBackoff",
     "Resource",
     "ServerError",
+    "Sharding",
     "SharedWatches",
     "Store",
     "Subscription",

@@ -153,6 +153,7 @@ class LeaderElector:
         release_on_stop: bool = True,
         clock: Callable[[], float] | None = None,
         rng: random.Random | None = None,
+        labels: dict[str, str] | None = None,
     ) -> None:
         if not 0 < retry_period < renew_deadline < lease_duration:
             raise ValueError(
@@ -165,6 +166,7 @@ class LeaderElector:
         self.retry_period, self.release_on_stop = retry_period, release_on_stop
         self._clock = clock
         self._rng = rng or random.Random()
+        self.labels = dict(labels or {})  # on the Lease when we create it (shard membership)
         self.leading = asyncio.Event()
         self.lost = asyncio.Event()
         self._observed: JSON | None = None  # last lease record we saw
@@ -358,7 +360,8 @@ class LeaderElector:
             body = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.api.namespace},
+                "metadata": {"name": self.name, "namespace": self.api.namespace,
+                             **({"labels": self.labels} if self.labels else {})},
                 "spec": self._spec(now_wall, now_wall, 0),
             }
             try:

@@ -33,6 +33,7 @@ from watchkeeper.controller import Operator
 from watchkeeper.controller.signals import install_signal_handlers, signals_handled_by_caller
 from watchkeeper.leader import ElectorHealth, LeaderElector
 from watchkeeper.ops import HealthServer
+from watchkeeper.sharding import ShardReplica
 from watchkeeper.supervisor import Supervisor, TaskHandle
 
 __all__ = ["Operator", "run"]
@@ -120,6 +121,20 @@ async def run(
                 f"on_leadership_lost must be 'exit' (not for {', '.join(reacquiring)})"
             )
         shared = _SharedLease(leader_election)
+    # Sharded controllers (Controller(sharding=wk.Sharding(...))): each holds its own
+    # membership lease as its elector, and its ring view and sharder run here.
+    shards: dict[int, ShardReplica] = {}
+    for op in operators:
+        if op.controller.sharding is None:
+            continue
+        if leader_election is not None:
+            raise ValueError("a sharded controller runs on every replica: do not combine it "
+                             "with leader_election (each shard holds its own lease)")
+        if op.controller.config.on_leadership_lost != "exit":
+            raise ValueError(
+                f"sharded controller {op.controller.name}: on_leadership_lost must be 'exit' "
+                "(a replica that lost its shard lease restarts as a new shard)")
+        shards[id(op.controller)] = ShardReplica(op.controller)
 
     loop = asyncio.get_running_loop()
     stop = stop or asyncio.Event()
@@ -132,6 +147,8 @@ async def run(
         probes.add_supervisor(sup)
         if leader_election is not None and shared is None:
             probes.add_elector(leader_election)  # (a shared lease: through its controllers)
+        for replica in shards.values():
+            probes.add_shards(replica)
         if not probes.serving:
             await probes.start()
             started_probes = True
@@ -146,9 +163,15 @@ async def run(
             if shared is not None:
                 sup.spawn("leader elector", shared.run_elector, forever=False)
             elector = shared if shared is not None else leader_election
+            for replica in shards.values():
+                ring = replica.sharding.ring
+                sup.spawn(f"shard ring {ring}", replica.view.run, restart="backoff")
+                sup.spawn(f"sharder {ring}", replica.sharder.run, restart="backoff")
             handles = [
-                sup.spawn(name, functools.partial(_run_one, sup, op, stop, force, elector),
-                          forever=False)
+                sup.spawn(name, functools.partial(
+                    _run_one, sup, op, stop, force,
+                    shards[id(op.controller)].elector if id(op.controller) in shards
+                    else elector), forever=False)
                 for name, op in zip(_task_names(operators), operators, strict=True)
             ]
             await _until_all_stopped(sup, handles, stop)

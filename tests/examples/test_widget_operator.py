@@ -132,3 +132,43 @@ async def test_recorder_publishes_and_deduplicates_events() -> None:
         ok = next(e for e in events if e["reason"] == "Reconciled")
         assert ok["series"]["count"] == 3 and ok["regarding"]["name"] == "subject"
         assert ok["reportingController"] == "test-controller" and ok["type"] == "Normal"
+
+
+async def test_the_sharded_example_splits_widgets_and_labels_their_children() -> None:
+    """examples/widget_operator.py:setup_sharded, two replicas in one process (each with
+    its own Client): every Widget gets its child, and the child carries the shard label of
+    its owner, so the owner's replica sees it through its own label selector."""
+    key = "shard.watchkeeper.io/widget-operator"
+    async with ApiServer() as srv:
+        srv.create_object(widget_operator.CRD)
+        for i in range(20):
+            srv.create_object(widget(f"w{i}", n=str(i)))
+        stop = asyncio.Event()
+        async with srv.client() as c1, srv.client() as c2:
+            ops = [widget_operator.setup_sharded(c, namespace="default") for c in (c1, c2)]
+            tasks = [asyncio.create_task(wk.run(op, stop=stop, handle_signals=False))
+                     for op in ops]
+            try:
+                def converged() -> bool:
+                    for i in range(20):
+                        owner = srv.get_object("example.com/v1", "Widget", f"w{i}")
+                        cm = child(srv, f"w{i}")
+                        shard = (owner["metadata"].get("labels") or {}).get(key)
+                        if (cm is None or not shard
+                                or (cm["metadata"].get("labels") or {}).get(key) != shard
+                                or (owner.get("status") or {}).get("phase") != "Ready"):
+                            return False
+                    return True
+
+                await eventually(converged, timeout=30)
+                ids = {op.controller.sharding.replica_id for op in ops}  # type: ignore[union-attr]
+                shards = {srv.get_object("example.com/v1", "Widget", f"w{i}")["metadata"]
+                          ["labels"][key] for i in range(20)}
+                assert shards == ids  # both replicas own a part
+                for op in ops:
+                    mine = op.controller.sharding.replica_id  # type: ignore[union-attr]
+                    cached = {o["metadata"]["labels"][key] for o in op.controller.store.list()}
+                    assert cached == {mine}
+            finally:
+                stop.set()
+                await asyncio.gather(*tasks)

@@ -3,8 +3,9 @@
 The package, one job per module: ``triggers`` (watched sources, mappers, predicates'
 filter), ``scheduler`` (the queue), ``workers`` (reconcile, error policy, backoff),
 ``stats`` and ``health`` (counts and the rules), ``leadership`` and ``signals`` (process
-concerns the controller is given), ``controller`` (the composition); for reconciles:
-``owners``, ``finalizer``, ``recorder``."""
+concerns the controller is given), ``sharded`` (a sharded replica's drain),
+``controller`` (the composition); for reconciles: ``owners``, ``finalizer``,
+``recorder``."""
 
 from watchkeeper.controller import predicates
 from watchkeeper.controller.action import Action, ObjectRef
@@ -23,6 +24,7 @@ from watchkeeper.controller.owners import (
     set_owner_reference,
 )
 from watchkeeper.controller.recorder import Recorder
+from watchkeeper.controller.sharded import ShardScope
 from watchkeeper.controller.triggers import owner_mapper
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "ObjectRef",
     "Operator",
     "Recorder",
+    "ShardScope",
     "controller_of",
     "finalizer",
     "owner_mapper",

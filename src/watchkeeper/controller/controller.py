@@ -28,6 +28,7 @@ logged (without flooding) and counted, and the trigger goes on.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 from typing import Any
@@ -48,6 +49,7 @@ from watchkeeper.controller.leadership import (
 )
 from watchkeeper.controller.predicates import Predicate, PredicateFilter
 from watchkeeper.controller.scheduler import Scheduler
+from watchkeeper.controller.sharded import Drain, ShardScope
 from watchkeeper.controller.signals import (
     install_signal_handlers,
     nothing,
@@ -89,6 +91,8 @@ __all__ = [  # the names other modules import from here (kept where they used to
 
 log = logging.getLogger("watchkeeper.controller")
 
+JSON = dict[str, Any]
+
 
 class Controller:
     """``Controller(api).owns(child_api).watches(api, mapper).run(reconcile)``.
@@ -106,15 +110,22 @@ class Controller:
         watch_config: WatchConfig | None = None,
         backoff: Backoff | None = None,
         predicate: Predicate | None = None,
+        sharding: ShardScope | None = None,
     ) -> None:
         self.config = config or ControllerConfig()
         self.triggers: list[Trigger] = []
+        # Sharded (wk.Sharding, run by wk.run): the primary and owned watches see only this
+        # replica's objects; the drain hands an object over (controller/sharded.py).
+        self.sharding = sharding
+        self._handover = Drain(sharding) if sharding is not None else None
         self._add(api.resource_name, api, watch_config, None, backoff, "primary", predicate)
         self._scheduler: Scheduler | None = None
         self.stats = ReconcileStats(self.config.failure_window, self.config.failure_min_attempts)
         self.results: dict[str, int] = self.stats.results
         self.durations = DurationHistogram()
         self.workers = Workers(self.stats, self.durations)
+        if self._handover is not None:
+            self.workers.held = self._handover.held
         self._supervisor: Supervisor | None = None
         self._elector: Elector | None = None
 
@@ -132,6 +143,9 @@ class Controller:
         cfg = watch_config or WatchConfig(
             max_unhealthy=self.config.max_unhealthy, strip_managed_fields=True
         )
+        if self.sharding is not None and relation in ("primary", "owned"):
+            mine, theirs = self.sharding.selector, cfg.label_selector
+            cfg = dataclasses.replace(cfg, label_selector=f"{theirs},{mine}" if theirs else mine)
         names = {t.name for t in self.triggers}
         base, n = name, 2
         while name in names:
@@ -163,6 +177,16 @@ class Controller:
         self._add(f"watches {api.resource_name}", api, watch_config, mapper, backoff,
                   "watched", predicate)
         return self
+
+    @property
+    def owned_apis(self) -> list[Api]:
+        """The child resources of ``owns`` (the sharder labels them as their owners)."""
+        return [t.api for t in self.triggers if t.relation == "owned"]
+
+    @property
+    def draining(self) -> int:
+        """Objects this (sharded) replica is handing over to another."""
+        return len(self._handover.held) if self._handover is not None else 0
 
     @property
     def store(self) -> Store:
@@ -263,10 +287,16 @@ class Controller:
                 for t, name in zip(self.triggers, feeders, strict=True):
                     sup.spawn(name, functools.partial(
                         feed, t, scheduler, debounce=self.config.debounce,
-                        on_watch_error=on_watch_error, forget=self.workers.forget,
+                        on_watch_error=on_watch_error, forget=self._forget,
                         failed=self._trigger_failed,
+                        hold=self._hold if t.relation == "primary" else None,
                     ), restart="backoff", backoff=DefaultBackoff(clock=loop.time))
                 start_workers()
+                if self._handover is not None:
+                    for i in range(self._handover.scope.drain_concurrency):
+                        sup.spawn(f"shard drain {i + 1}", functools.partial(
+                            self._handover.run, main.api, self.workers.inflight,
+                        ), restart="backoff", backoff=DefaultBackoff(clock=loop.time))
                 elector_task = (sup.spawn("leader elector", elector.run, forever=False)
                                 if elector else None)
                 if self.config.max_unhealthy is not None:
@@ -307,6 +337,20 @@ class Controller:
         finally:
             await self._release()
             restore()  # after the drain, so that a second signal can force it
+
+    def _hold(self, obj: JSON) -> bool:
+        """A sharded replica's drain hook: True (and the object is held) when the sharder
+        asked this replica to let ``obj`` go."""
+        if self._handover is None or not self._handover.scope.draining(obj):
+            return False
+        self._handover.hold(meta.key(obj))
+        return True
+
+    def _forget(self, ref: ObjectRef) -> None:
+        """The primary object left this replica's watch (deleted, or handed over)."""
+        self.workers.forget(ref)
+        if self._handover is not None:
+            self._handover.forget(ref)
 
     async def _release(self) -> None:
         """Give back the shared watches (the last consumer's release stops a watch)."""

@@ -108,13 +108,16 @@ async def feed(
     on_watch_error: WatchErrorHook | None,
     forget: Callable[[ObjectRef], None],
     failed: Callable[[Trigger, BaseException], None],
+    hold: Callable[[JSON], bool] | None = None,
 ) -> None:
     """One trigger: follow its shared watch, turn events into reconcile requests (a
     restarted feeder resubscribes: it gets the store's contents as a relist).
 
     A deleted primary object is forgotten (``forget``: its pending request, backoff and
     failure record); a trigger whose watch gave up, or that the server rejected as the
-    caller's mistake, is reported to ``failed``, which ends the run."""
+    caller's mistake, is reported to ``failed``, which ends the run. ``hold`` (a sharded
+    controller's primary trigger): True when it took the object to hand it over; such an
+    object is not scheduled (and its pending request is dropped)."""
     assert trig.shared is not None
     filt = trig.filter
     events: Subscription | None = None
@@ -122,6 +125,9 @@ async def feed(
         events = trig.shared.subscribe()
         async for event in events:
             if isinstance(event, Apply | InitApply):
+                if hold is not None and hold(event.obj):
+                    scheduler.cancel(meta.key(event.obj))
+                    continue
                 if filt is not None:
                     if isinstance(event, InitApply):
                         filt.seen(event.obj)

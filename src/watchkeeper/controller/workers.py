@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Container
 from typing import Any
 
 from watchkeeper.backoff import ExponentialBackoff
@@ -57,6 +57,9 @@ class Workers:
         self.stats, self.durations = stats, durations
         self.inflight: dict[ObjectRef, float] = {}  # ref -> loop time its reconcile started
         self.backoffs: dict[ObjectRef, ExponentialBackoff] = {}
+        # Objects a sharded replica is handing over (controller/sharded.py): never started
+        # again; checked with no await between the check and marking a reconcile in flight.
+        self.held: Container[ObjectRef] = frozenset()
 
     def forget(self, ref: ObjectRef) -> None:
         """The object is gone: drop its failure backoff and record."""
@@ -84,6 +87,8 @@ class Workers:
                     continue  # deleted meanwhile: nothing to reconcile
                 if limiter is not None:
                     await limiter.acquire()
+                if ref in self.held:
+                    continue  # being handed over to another shard
                 self.inflight[ref] = loop.time()
                 action = await self.reconcile_one(ref, obj, reconcile, error_policy, context)
                 if action.requeue_after is not None:

@@ -5,7 +5,8 @@ the pod is the loud signal of last resort. /readyz fails as soon as a cache is n
 a watch is degraded, a supervised task crashed, a reconcile is stuck, or every reconcile
 failed for ``ControllerConfig.failure_window`` seconds, with the reason in the body.
 ``/readyz?verbose`` is JSON: each watch, and each controller with its reconcile counts,
-last error, failing and stuck objects, mapper errors and tasks, and each leader elector.
+last error, failing and stuck objects, mapper errors and tasks, each leader elector, and
+each shard ring (live shards, this replica's share, whether it is the sharder).
 
 A leader elector fails readiness once its attempts to reach the lease have failed for
 longer than ``ControllerConfig.elector_unready_after`` (the controller that runs it applies
@@ -30,6 +31,7 @@ from watchkeeper.controller.leadership import Elector, elector_health, elector_p
 from watchkeeper.errors import WatchkeeperError
 from watchkeeper.leader import LeaderElector
 from watchkeeper.ops.metrics import Sources, WatchkeeperCollector
+from watchkeeper.sharding import ShardReplica
 from watchkeeper.supervisor import Supervisor
 from watchkeeper.watcher import WatchHealth, WatchState
 
@@ -72,6 +74,12 @@ class HealthServer:
         attempts have failed for ``unready_after`` s, not alive past ``max_unhealthy``."""
         self.sources.electors.append(elector)
         self.sources.elector_limits[id(elector)] = (unready_after, max_unhealthy)
+        return self
+
+    def add_shards(self, replica: ShardReplica) -> HealthServer:
+        """Report a sharded controller's ring and this replica's share (``wk.run`` adds
+        each one it runs); not ready until its shard leases were listed once."""
+        self.sources.shards.append(replica)
         return self
 
     def add_supervisor(self, supervisor: Supervisor) -> HealthServer:
@@ -160,6 +168,22 @@ class HealthServer:
             detail = self._elector_detail(e, controller, now, to_wall)
             ok = ok and detail["ready"]
             details.append(detail)
+        for replica in self.sources.shards:
+            st = replica.status()
+            ok = ok and st.ready
+            details.append({
+                "resource": f"shard ring {st.ring}",
+                "ready": st.ready,
+                "state": "healthy" if st.ready and st.last_error is None else "degraded",
+                "ring": st.ring,
+                "replica": st.replica_id,
+                "live_shards": st.live,
+                "dead_shards": st.dead,
+                "sharder": st.sharder,
+                "owned_objects": st.owned,
+                "draining_objects": st.draining,
+                "last_error": st.last_error,
+            })
         for sup in self.sources.supervisors:
             problems = sup.problems()
             ok = ok and not problems
@@ -227,10 +251,12 @@ class HealthServer:
         if "verbose" in request.query:
             return web.json_response({
                 "ready": ok,
-                "watches": [d for d in details if "problems" not in d and "lease" not in d],
+                "watches": [d for d in details
+                            if "problems" not in d and "lease" not in d and "ring" not in d],
                 "controllers": [d for d in details if "controller" in d],
                 "supervisors": [d for d in details if "problems" in d and "controller" not in d],
                 "electors": [d for d in details if "lease" in d],
+                "shards": [d for d in details if "ring" in d],  # rings and this share
             }, status=200 if ok else 503)
         lines = [f"[{'+' if d['ready'] else '-'}] {d['resource']}{_why(d)}" for d in details]
         return web.Response(status=200 if ok else 503, text="\n".join(lines) + "\n")

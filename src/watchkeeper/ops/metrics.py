@@ -22,6 +22,7 @@ from watchkeeper.cache import Store
 from watchkeeper.controller import Controller
 from watchkeeper.controller.leadership import Elector, ElectorHealthView, elector_health
 from watchkeeper.leader import LeaderElector
+from watchkeeper.sharding import ShardReplica
 from watchkeeper.supervisor import Supervisor, TaskState
 from watchkeeper.watcher import WatchHealth, WatchState
 
@@ -51,6 +52,7 @@ class Sources:
     elector_limits: dict[int, tuple[float | None, float | None]] = field(
         default_factory=dict)
     supervisors: list[Supervisor] = field(default_factory=list)  # besides controllers' own
+    shards: list[ShardReplica] = field(default_factory=list)  # sharded controllers' rings
 
     def all_supervisors(self) -> Iterator[Supervisor]:
         yield from self.supervisors
@@ -81,9 +83,47 @@ class Sources:
                     yield t.health, t.store, t.config.max_unhealthy
 
 
+def _shard_metrics(replicas: list[ShardReplica]) -> Iterator[Metric]:
+    """The ring (live shards) and this replica's share, per sharded controller."""
+    live = GaugeMetricFamily("watchkeeper_shard_live_shards",
+                             "Live shards of the ring, as this replica observes their leases",
+                             labels=["ring"])
+    member = GaugeMetricFamily("watchkeeper_shard_member",
+                               "1 for each live shard of the ring", labels=["ring", "shard"])
+    owned = GaugeMetricFamily("watchkeeper_shard_owned_objects",
+                              "Objects this replica owns (its cache of the primary resource)",
+                              labels=["ring", "shard"])
+    draining = GaugeMetricFamily("watchkeeper_shard_draining_objects",
+                                 "Objects this replica is handing over", labels=["ring", "shard"])
+    sharder = GaugeMetricFamily("watchkeeper_sharder",
+                                "1 while this replica is the ring's sharder", labels=["ring"])
+    writes = CounterMetricFamily("watchkeeper_sharder_label_writes",
+                                 "Label writes by this replica's sharder, by kind "
+                                 "(assign, drain, reassign, child)", labels=["ring", "kind"])
+    events = CounterMetricFamily("watchkeeper_sharder_watch_events",
+                                 "Watch events (metadata only, every object) this replica's "
+                                 "sharder received while it was the sharder", labels=["ring"])
+    for r in replicas:
+        st = r.status()
+        live.add_metric([st.ring], len(st.live))
+        for shard in st.live:
+            member.add_metric([st.ring, shard], 1)
+        owned.add_metric([st.ring, st.replica_id], st.owned)
+        draining.add_metric([st.ring, st.replica_id], st.draining)
+        sharder.add_metric([st.ring], 1 if st.sharder else 0)
+        for kind, n in sorted(r.sharder.stats.writes.items()):
+            writes.add_metric([st.ring, kind], n)
+        events.add_metric([st.ring], r.sharder.stats.events)
+    yield from (live, member, owned, draining, sharder, writes, events)
+
+
 class WatchkeeperCollector(Collector):
     def __init__(self, sources: Sources) -> None:
         self.sources = sources
+
+    def _shards(self) -> Iterator[Metric]:
+        if self.sources.shards:
+            yield from _shard_metrics(self.sources.shards)
 
     def describe(self) -> list[Metric]:
         return []  # collected lazily; nothing to pre-declare
@@ -207,6 +247,7 @@ class WatchkeeperCollector(Collector):
                 election_failures.add_metric([name, error], n)
             consecutive.add_metric([name], eh.consecutive_failures)
         yield from (leader, election_state, election_failures, consecutive)
+        yield from self._shards()
         up = GaugeMetricFamily("watchkeeper_scrape_timestamp_seconds", "Time of this scrape")
         up.add_metric([], time.time())
         yield up

@@ -1,0 +1,129 @@
+"""The sharder's rules against the simulator, in one process: assign unlabelled objects;
+move a dead shard's objects at once; ask a live owner to drain (and never move its objects
+while it has not let go); children follow their owner. Short real leases (1 s)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+import watchkeeper as wk
+from watchkeeper.leader import LeaderElector
+from watchkeeper.sharding import HashRing, RingView, Sharder
+from watchkeeper.sharding.membership import membership_elector
+from watchkeeper.supervisor import Supervisor
+from watchkeeper_sim import ApiServer
+
+pytestmark = pytest.mark.realtime
+
+NS = "shard"
+TIMINGS = {"lease_duration": 1.0, "renew_deadline": 0.7, "retry_period": 0.2}
+KEY, DRAIN = "shard.watchkeeper.io/w", "drain.watchkeeper.io/w"
+
+
+def sharding(replica: str) -> wk.Sharding:
+    return wk.Sharding(ring="w", replica_id=replica, lease_namespace=NS, **TIMINGS)
+
+
+def cm(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": NS, "labels": labels or {}}}
+
+
+def labels(srv: ApiServer, kind: str = "ConfigMap") -> dict[str, dict[str, str]]:
+    rt = srv.resource("v1", kind)
+    return {o["metadata"]["name"]: o["metadata"].get("labels") or {}
+            for o in srv.store.list(rt, NS, lambda _o: True).items}
+
+
+async def eventually(check: Callable[[], bool], timeout: float = 15.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not check():
+            await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+async def srv() -> AsyncIterator[ApiServer]:
+    async with ApiServer() as server:
+        server.create_object({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+        yield server
+
+
+async def test_assign_reassign_dead_drain_live_and_children_follow(srv: ApiServer) -> None:
+    for i in range(30):
+        srv.create_object(cm(f"free-{i}"))
+    for i in range(5):
+        srv.create_object(cm(f"orphan-{i}", {KEY: "gone"}))  # a shard with no lease at all
+    owner = srv.create_object(cm("parent"))
+    srv.create_object({"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": "child", "namespace": NS, "ownerReferences": [{
+            "apiVersion": "v1", "kind": "ConfigMap", "name": "parent",
+            "uid": owner["metadata"]["uid"], "controller": True}]}})
+    names = [f"free-{i}" for i in range(30)] + [f"orphan-{i}" for i in range(5)] + ["parent"]
+
+    me = sharding("me")
+    async with srv.client() as client, Supervisor("test") as sup:
+        leases = client.api("leases.coordination.k8s.io", namespace=NS)
+        view = RingView(me, leases)
+        sharder = Sharder(me, view, client.api("configmaps", namespace=NS),
+                          [client.api("secrets", namespace=NS)], leases)
+        electors: dict[str, LeaderElector] = {}
+
+        def join(replica: str) -> None:
+            e = electors[replica] = membership_elector(sharding(replica), leases)
+            e.release_on_stop = False  # a crash: the lease is left to expire
+            sup.spawn(f"member {replica}", e.run, forever=False)
+
+        def settled(shards: list[str]) -> bool:
+            ring, now = HashRing(shards), labels(srv)
+            return all(now[n].get(KEY) == ring.owner(f"{NS}/{n}") and DRAIN not in now[n]
+                       for n in names)
+
+        join("me")
+        join("ghost")
+        sup.spawn("view", view.run)
+        sup.spawn("sharder", sharder.run)
+
+        # Unlabelled objects are assigned; a shard with no lease is dead after one lease
+        # duration of absence; the child gets its owner's label.
+        await eventually(lambda: settled(["ghost", "me"]))
+        assert sharder.is_sharder
+        assert sharder.stats.writes.get("drain", 0) == 0
+        await eventually(lambda: labels(srv, "Secret")["child"].get(KEY)
+                         == labels(srv)["parent"][KEY])
+
+        # ghost crashes: once its lease expired (as we observe it), its objects move at
+        # once, without a drain (nobody is left to drain them).
+        ghosts = [n for n, lab in labels(srv).items() if lab.get(KEY) == "ghost"]
+        assert ghosts
+        await sup.cancel("member ghost")
+        await eventually(lambda: settled(["me"]))
+        assert sharder.stats.writes.get("reassign", 0) >= len(ghosts)
+        assert sharder.stats.writes.get("drain", 0) == 0
+
+        # A new shard joins: objects that move to it are drained first; while their owner
+        # ("me": nobody runs its controller here) has not let go, they stay with it.
+        join("newcomer")
+        ring = HashRing(["me", "newcomer"])
+        moving = [n for n in names if ring.owner(f"{NS}/{n}") == "newcomer"]
+        assert moving
+        await eventually(lambda: all(labels(srv)[n].get(DRAIN) == "me" for n in moving))
+        await asyncio.sleep(3 * TIMINGS["lease_duration"])
+        now = labels(srv)
+        assert all(now[n][KEY] == "me" and now[n][DRAIN] == "me" for n in moving)
+        assert sharder.stats.writes["drain"] == len(moving)
+
+        # The owner lets go (what a draining replica's release patch does): they move.
+        for n in moving:
+            await client.api("configmaps", namespace=NS).patch(
+                n, sharding("me").release_patch(), type="json")
+        await eventually(lambda: settled(["me", "newcomer"]))
+        await eventually(lambda: labels(srv, "Secret")["child"].get(KEY)
+                         == labels(srv)["parent"][KEY])
+        for name in list(electors):
+            if sup.get(f"member {name}") is not None:
+                await sup.cancel(f"member {name}")
+        await sup.cancel("view", "sharder")
