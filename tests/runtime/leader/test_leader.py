@@ -16,6 +16,8 @@ import pytest
 
 from watchkeeper_sim import ApiServer
 
+from ..reconcile_log import assert_no_object_reconciled_twice_at_once
+
 LEASE, RENEW, RETRY = 4.0, 3.0, 0.5
 APP = Path(__file__).with_name("leader_app.py")
 pytestmark = pytest.mark.realtime
@@ -77,23 +79,6 @@ async def replicas(tmp_path: Path) -> AsyncIterator[Replicas]:
             yield reps
         finally:
             await reps.stop()
-
-
-def assert_no_object_reconciled_twice_at_once(entries: list[dict[str, Any]]) -> None:
-    """For each object: no two replicas ever reconciled it at the same moment."""
-    by_name: dict[str, list[tuple[float, float, str]]] = {}
-    for e in entries:
-        by_name.setdefault(e["name"], []).append((e["start"], e["end"], e["id"]))
-    for name, spans in by_name.items():
-        spans.sort()
-        latest_end: dict[str, float] = {}
-        for start, end, rid in spans:
-            for other, other_end in latest_end.items():
-                assert other == rid or start >= other_end, (
-                    f"{name} reconciled by {other} until {other_end} and by {rid} from {start}"
-                )
-            latest_end[rid] = max(end, latest_end.get(rid, end))
-
 
 def assert_no_overlap(entries: list[dict[str, Any]]) -> None:
     """No two replicas ever had a reconcile running at the same moment."""

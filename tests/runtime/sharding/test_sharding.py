@@ -22,6 +22,8 @@ import pytest
 from watchkeeper.sharding.ring import HashRing
 from watchkeeper_sim import ApiServer
 
+from ..reconcile_log import assert_no_object_reconciled_twice_at_once
+
 LEASE, RENEW, RETRY = 2.0, 1.4, 0.3
 OBJECTS = 300
 KEY = "shard.watchkeeper.io/widgets"
@@ -94,23 +96,6 @@ async def replicas(tmp_path: Path) -> AsyncIterator[Replicas]:
             yield reps
         finally:
             await reps.stop()
-
-
-def assert_no_object_reconciled_twice_at_once(entries: list[dict[str, Any]]) -> None:
-    """For each object: no two replicas' reconciles of it ever overlapped in time."""
-    by_name: dict[str, list[tuple[float, float, str]]] = {}
-    for e in entries:
-        by_name.setdefault(e["name"], []).append((e["start"], e["end"], e["id"]))
-    for name, spans in by_name.items():
-        spans.sort()
-        latest_end: dict[str, float] = {}
-        for start, end, rid in spans:
-            for other, other_end in latest_end.items():
-                assert other == rid or start >= other_end, (
-                    f"{name} reconciled by {other} until {other_end} and by {rid} from {start}"
-                )
-            latest_end[rid] = max(end, latest_end.get(rid, end))
-
 
 def settled(reps: Replicas, shards: list[str]) -> bool:
     """Every object labelled as the ring of ``shards`` says, and none draining."""
