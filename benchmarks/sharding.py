@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -340,6 +341,13 @@ def _drain_writes(m: dict[str, float]) -> int:
                    if k.startswith("watchkeeper_sharder_label_writes_total") and "drain" in k))
 
 
+def _keep_logs(tmp: Path, keep: Path) -> None:
+    """(Once, after the measurement.)"""
+    keep.mkdir(parents=True, exist_ok=True)
+    for f in tmp.iterdir():
+        shutil.copy(f, keep / f.name)
+
+
 async def _main(a: argparse.Namespace) -> int:
     scenarios: list[dict[str, Any]] = []
     with SimProcess(history=max(200_000, 10 * a.objects)) as sim, \
@@ -351,6 +359,8 @@ async def _main(a: argparse.Namespace) -> int:
             res = await _scenario(n, a, sim, Path(tmpdir))
             print(json.dumps(res), file=sys.stderr)
             scenarios.append(res)
+        if a.keep_logs:
+            _keep_logs(Path(tmpdir), Path(a.keep_logs))
     rows = []
     for s in scenarios:
         for p in s["per_replica"]:
@@ -394,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--renew", type=float, default=10.0)
     p.add_argument("--retry", type=float, default=2.0)
     p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--keep-logs", metavar="DIR", help="copy each replica's log and reconcile "
+                   "log here (to read the timeline of a fail-over)")
     return asyncio.run(_main(p.parse_args(argv)))
 
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from watchkeeper.client import Api
-from watchkeeper.leader import LeaderElector, describe_error
+from watchkeeper.leader import EXPIRY_MARGIN, LeaderElector, describe_error
 from watchkeeper.sharding.config import RING_LABEL, Sharding
 
 log = logging.getLogger("watchkeeper.sharding")
@@ -104,10 +105,19 @@ class RingView:
         first = self._absent.setdefault(replica, self._now())
         return self._now() - first > self.sharding.lease_duration
 
+    def next_expiry(self) -> float:
+        """Our clock when the first live shard may be judged dead if its lease does not
+        change meanwhile (infinity when none is live)."""
+        return min((o.seen_at + o.duration for o in self._observed.values()
+                    if o.holder in self._live), default=math.inf)
+
     async def run(self) -> None:
-        """List the ring's leases every ``retry_period`` (every error is retried)."""
+        """List the ring's leases every ``retry_period`` and once more just after a live
+        shard's lease may have expired: a dead shard is then noticed at its expiry, not up
+        to a period later (one extra list per death; a renewed lease moves the moment)."""
         period = self.sharding.retry_period
         while True:
+            delay = period
             try:
                 await self.refresh()
             except asyncio.CancelledError:
@@ -119,7 +129,10 @@ class RingView:
                     log.warning("ring %s: listing shard leases failed (retrying): %s",
                                 self.sharding.ring, text)
                 self.last_error = text
-            await asyncio.sleep(period)
+            else:  # (after a failed list, nobody is judged: the period it is)
+                until = self.next_expiry() - self._now() + EXPIRY_MARGIN
+                delay = max(EXPIRY_MARGIN, min(period, until))
+            await asyncio.sleep(delay)
 
     async def refresh(self) -> None:
         """One list; updates the live set from it."""

@@ -290,3 +290,30 @@ async def test_a_429_retry_after_is_honoured_up_to_one_lease_duration(
             await asyncio.sleep(0.01)
     assert LEASE <= loop.time() - start < LEASE + 1  # capped at one lease duration
     cluster.alive()
+
+
+@pytest.mark.looptime
+async def test_a_killed_leaders_place_is_taken_as_soon_as_its_lease_expires(
+    cluster: Cluster,
+) -> None:
+    """A follower tries again just after the lease it saw may expire, not on its next
+    jittered tick (up to two retry periods later): three kill -9s in a row, each place
+    taken within a fraction of a second of the expiry the followers observed."""
+    loop = asyncio.get_running_loop()
+    for name in ("a", "b", "c", "d"):
+        (await cluster.start(name)).release_on_stop = False  # as kill -9: no release
+    tasks = dict(zip(cluster.electors, cluster.tasks, strict=True))
+    await cluster.wait_one_leader(timeout=10)
+    late = []
+    for _ in range(3):
+        await asyncio.sleep(3 * RETRY)  # everyone has seen a few renewals
+        victim = cluster.leaders()[0]
+        tasks[victim].cancel()
+        followers = [e for n, e in cluster.electors.items() if n != victim]
+        await asyncio.sleep(2 * RETRY + 0.1)  # every follower has read the last renewal
+        expiry = min(e._observed_at for e in followers) + LEASE
+        await cluster.wait_one_leader_other_than(victim, timeout=2 * LEASE)
+        late.append(loop.time() - expiry)
+        del cluster.electors[victim]
+    assert all(-0.01 <= t <= 0.3 for t in late), late
+    cluster.never_two_leaders()

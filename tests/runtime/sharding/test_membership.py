@@ -101,3 +101,37 @@ def test_default_replica_id_is_a_label_value(monkeypatch: pytest.MonkeyPatch) ->
     rid = default_replica_id()
     assert rid.startswith("my-operator-7d9f-xyz-") and len(rid) <= 63
     assert wk.Sharding(ring="w").replica_id != wk.Sharding(ring="w").replica_id
+
+
+@pytest.mark.looptime
+async def test_a_dead_shard_is_noticed_at_its_expiry_not_a_period_later(
+    apiserver: ApiServer,
+) -> None:
+    """The view lists once more just after a live shard's lease may expire: a kill -9 is
+    noticed within a list's time of the expiry the view observed (on the 2 s grid alone it
+    was up to 2 s later), and the view stays on its period otherwise."""
+    import asyncio
+
+    sharding = wk.Sharding(ring="w", replica_id="me", lease_duration=15, renew_deadline=10,
+                           retry_period=2)
+    loop = asyncio.get_running_loop()
+    body = lease("w-shard-ghost", "ghost", "2026-01-01T00:00:00.000000Z", duration=15)
+    apiserver.create_object(body)
+    async with apiserver.client() as client:
+        view = RingView(sharding, client.api("leases.coordination.k8s.io", namespace=NS))
+        task = asyncio.create_task(view.run())
+        try:
+            await asyncio.sleep(0.9)  # renewals every 2 s, off the view's grid by 0.9 s
+            for i in range(5):
+                body["spec"]["renewTime"] = f"2026-01-01T00:00:{i + 1:02d}.000000Z"  # type: ignore[index]
+                apiserver.update_object(body)
+                await asyncio.sleep(2)
+            assert view.live == ("ghost",)
+            await asyncio.sleep(2 * sharding.retry_period)  # has seen the last renewal
+            expiry = view._observed["w-shard-ghost"].seen_at + 15
+            while view.live:
+                await asyncio.sleep(0.01)
+            assert 0 < loop.time() - expiry <= 0.3, loop.time() - expiry
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
