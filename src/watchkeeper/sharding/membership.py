@@ -45,6 +45,7 @@ class _Observed:
     duration: float
     spec: JSON
     seen_at: float  # our clock, when the spec last changed (or when we first saw it)
+    rv: str = ""  # the lease's resourceVersion as listed (a delete's precondition)
 
 
 @dataclass
@@ -89,8 +90,18 @@ class RingView:
 
     @property
     def dead(self) -> tuple[str, ...]:
-        return tuple(sorted(o.holder or name for name, o in self._observed.items()
-                            if (o.holder or name) not in self._live))
+        return tuple(sorted(replica for replica, _, _ in self.dead_leases()))
+
+    def dead_leases(self) -> list[tuple[str, str, str]]:
+        """(replica, lease name, resourceVersion) of every listed shard lease that is not
+        live: expired as we observed it, or released."""
+        prefix = self.sharding.shard_lease("")
+        out = []
+        for name, o in self._observed.items():
+            replica = name[len(prefix):] if name.startswith(prefix) else (o.holder or name)
+            if replica not in self._live and o.holder not in self._live:
+                out.append((replica, name, o.rv))
+        return sorted(out)
 
     def is_live(self, replica: str) -> bool:
         return replica in self._live
@@ -148,7 +159,8 @@ class RingView:
             seen_at = before.seen_at if before is not None and before.spec == spec else seen
             current[name] = _Observed(str(spec.get("holderIdentity") or ""),
                                       float(spec.get("leaseDurationSeconds") or 0), spec,
-                                      seen_at)
+                                      seen_at, str(lease["metadata"].get("resourceVersion")
+                                                   or ""))
         self._observed = current
         live = tuple(sorted(
             o.holder for o in current.values()

@@ -72,6 +72,7 @@ class SharderStats:
     events: int = 0
     conflicts: int = 0
     errors: int = 0
+    leases_deleted: int = 0  # dead shards forgotten once no object was labelled with them
 
 
 def _key(ns: str | None, name: str) -> str:
@@ -99,6 +100,7 @@ class Sharder:
         self._dirty_kids: set[tuple[int, str]] = set()
         self._later: dict[str, float] = {}
         self._ring: HashRing | None = None
+        self._next_forget = 0.0
 
     @property
     def is_sharder(self) -> bool:
@@ -285,6 +287,9 @@ class Sharder:
                         self._dirty_kids.add((int(index), k))
                     else:
                         self._dirty.add(key)
+                if now >= self._next_forget and all(e.is_set() for e in synced):
+                    self._next_forget = now + self.sharding.retry_period
+                    await self._forget_dead_shards()
                 if not self._dirty and not self._dirty_kids:
                     await asyncio.sleep(_IDLE)
                     continue
@@ -293,6 +298,34 @@ class Sharder:
         finally:
             for t in follows:
                 await _cancel(t)
+
+    async def _forget_dead_shards(self) -> None:
+        """Delete the Lease of each dead shard that no object is labelled with any more
+        (all moved): replicas come and go with new names (a rolling update), and their
+        leases would pile up in the ring forever. The delete is conditional on the
+        resourceVersion we listed: a replica that came back meanwhile keeps its lease (and
+        one that comes back later creates it again)."""
+        dead = self.view.dead_leases()
+        if not dead:
+            return
+        in_use = {m.shard for m in self._objects.values()}
+        in_use.update(m.drain for m in self._objects.values())
+        for kids in self._kids:
+            in_use.update(m.shard for m in kids.values())
+        for replica, lease, rv in dead:
+            if replica in in_use or not self.view.dead_for_sure(replica):
+                continue
+            try:
+                await self.leases.delete(lease, preconditions={"resourceVersion": rv})
+            except (NotFound, Conflict):
+                continue  # gone already, or renewed meanwhile: the view sees it next list
+            except ApiError as exc:
+                log.warning("ring %s: deleting the lease of dead shard %s failed (retrying): "
+                            "%s", self.sharding.ring, replica, describe_error(exc))
+                continue
+            self.stats.leases_deleted += 1
+            log.info("ring %s: deleted lease %s of dead shard %s (no object is labelled with "
+                     "it any more)", self.sharding.ring, lease, replica)
 
     async def _pass(self, ring: HashRing) -> None:
         """Decide for every dirty object, then write with bounded concurrency."""

@@ -39,6 +39,11 @@ def labels(srv: ApiServer, kind: str = "ConfigMap") -> dict[str, dict[str, str]]
             for o in srv.store.list(rt, NS, lambda _o: True).items}
 
 
+def lease_names(srv: ApiServer) -> set[str]:
+    rt = srv.resource("coordination.k8s.io/v1", "Lease")
+    return {o["metadata"]["name"] for o in srv.store.list(rt, NS, lambda _o: True).items}
+
+
 async def eventually(check: Callable[[], bool], timeout: float = 15.0) -> None:
     async with asyncio.timeout(timeout):
         while not check():
@@ -99,10 +104,23 @@ async def test_assign_reassign_dead_drain_live_and_children_follow(srv: ApiServe
         # once, without a drain (nobody is left to drain them).
         ghosts = [n for n, lab in labels(srv).items() if lab.get(KEY) == "ghost"]
         assert ghosts
+        # (While its objects cannot be moved, its lease is kept: the ring still needs it.)
+        srv.faults.error(503, method="PATCH", path_prefix=f"/api/v1/namespaces/{NS}/configmaps")
         await sup.cancel("member ghost")
+        await eventually(lambda: "ghost" in view.dead)
+        await asyncio.sleep(4 * TIMINGS["lease_duration"])
+        assert "w-shard-ghost" in lease_names(srv) and sharder.stats.leases_deleted == 0
+        srv.faults.clear()
         await eventually(lambda: settled(["me"]))
         assert sharder.stats.writes.get("reassign", 0) >= len(ghosts)
         assert sharder.stats.writes.get("drain", 0) == 0
+        # Then its lease is deleted (replicas with new names must not pile up in the ring),
+        # never while an object still carried its label; the live shard's lease stays.
+        assert "ghost" in view.dead or "w-shard-ghost" not in lease_names(srv)
+        await eventually(lambda: "w-shard-ghost" not in lease_names(srv))
+        assert sharder.stats.leases_deleted == 1
+        assert "w-shard-me" in lease_names(srv)
+        await eventually(lambda: "ghost" not in view.dead)  # (on its next list)
 
         # A new shard joins: objects that move to it are drained first; while their owner
         # ("me": nobody runs its controller here) has not let go, they stay with it.
