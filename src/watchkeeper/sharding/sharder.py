@@ -101,6 +101,7 @@ class Sharder:
         self._later: dict[str, float] = {}
         self._ring: HashRing | None = None
         self._next_forget = 0.0
+        self._forget_failed: dict[str, tuple[str, float]] = {}  # lease -> (error, retry at)
 
     @property
     def is_sharder(self) -> bool:
@@ -312,17 +313,25 @@ class Sharder:
         in_use.update(m.drain for m in self._objects.values())
         for kids in self._kids:
             in_use.update(m.shard for m in kids.values())
+        now = self._now()
         for replica, lease, rv in dead:
-            if replica in in_use or not self.view.dead_for_sure(replica):
+            if (replica in in_use or not self.view.dead_for_sure(replica)
+                    or self._forget_failed.get(lease, ("", 0.0))[1] > now):
                 continue
             try:
                 await self.leases.delete(lease, preconditions={"resourceVersion": rv})
             except (NotFound, Conflict):
                 continue  # gone already, or renewed meanwhile: the view sees it next list
             except ApiError as exc:
-                log.warning("ring %s: deleting the lease of dead shard %s failed (retrying): "
-                            "%s", self.sharding.ring, replica, describe_error(exc))
+                # (e.g. RBAC without "delete" on leases: said once, tried again rarely)
+                text, again = describe_error(exc), 4 * self.sharding.lease_duration
+                if self._forget_failed.get(lease, ("", 0.0))[0] != text:
+                    log.warning("ring %s: deleting lease %s of dead shard %s failed (trying "
+                                "again every %g s): %s", self.sharding.ring, lease, replica,
+                                again, text)
+                self._forget_failed[lease] = (text, now + again)
                 continue
+            self._forget_failed.pop(lease, None)
             self.stats.leases_deleted += 1
             log.info("ring %s: deleted lease %s of dead shard %s (no object is labelled with "
                      "it any more)", self.sharding.ring, lease, replica)
