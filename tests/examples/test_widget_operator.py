@@ -172,3 +172,76 @@ async def test_the_sharded_example_splits_widgets_and_labels_their_children() ->
             finally:
                 stop.set()
                 await asyncio.gather(*tasks)
+
+
+SHARDED_DEPLOY = EXAMPLE.parent / "deploy" / "widget-operator-sharded.yaml"
+
+
+async def test_the_sharded_deployments_rbac_is_all_the_replicas_need(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """examples/deploy/widget-operator-sharded.yaml's ServiceAccount, roles and bindings,
+    applied to the simulator (which evaluates RBAC as a cluster does), are enough for two
+    replicas running as that ServiceAccount: they split the Widgets, and when one stops,
+    its Widgets move and the sharder deletes its Lease, with no request refused."""
+    import logging
+
+    import msgspec
+    import yaml
+
+    from watchkeeper.client.auth import StaticToken
+
+    caplog.set_level(logging.WARNING, logger="watchkeeper")
+    key = "shard.watchkeeper.io/widget-operator"
+    docs = [d for d in yaml.safe_load_all(SHARDED_DEPLOY.read_text()) if d]
+    monkeypatch.setenv("POD_NAMESPACE", "widget-system")
+    async with ApiServer() as srv:
+        srv.create_object(widget_operator.CRD)
+        srv.create_object({"apiVersion": "v1", "kind": "Namespace",
+                           "metadata": {"name": "widget-system"}})
+        for doc in docs:
+            if doc["kind"] != "Deployment":
+                srv.create_object(doc)
+        for i in range(12):
+            srv.create_object(widget(f"w{i}", n=str(i)))
+        async with srv.client() as admin:
+            resp = await admin.transport.request(
+                "POST", "/api/v1/namespaces/widget-system/serviceaccounts/widget-operator/token",
+                body=b'{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest"}',
+                content_type="application/json")
+        token = msgspec.json.decode(resp.body)["status"]["token"]
+        config = wk.ClientConfig(server=srv.url, auth=StaticToken(token))
+        stops = [asyncio.Event(), asyncio.Event()]
+        async with wk.Client(config) as c1, wk.Client(config) as c2:
+            ops = []
+            for n, c in enumerate((c1, c2)):
+                monkeypatch.setenv("POD_NAME", f"widget-operator-{n}")
+                ops.append(widget_operator.setup_sharded(c))  # all namespaces, as deployed
+            ids = [op.controller.sharding.replica_id for op in ops]  # type: ignore[union-attr]
+            tasks = [asyncio.create_task(wk.run(op, stop=stop, handle_signals=False))
+                     for op, stop in zip(ops, stops, strict=True)]
+
+            def owners() -> set[str]:
+                return {(srv.get_object("example.com/v1", "Widget", f"w{i}")["metadata"]
+                         .get("labels") or {}).get(key, "") for i in range(12)}
+
+            def leases() -> set[str]:
+                rt = srv.resource("coordination.k8s.io/v1", "Lease")
+                return {o["metadata"]["name"] for o in
+                        srv.store.list(rt, "widget-system", lambda _o: True).items}
+
+            try:
+                await eventually(lambda: owners() == set(ids), timeout=30)
+                stops[0].set()  # one replica leaves (SIGTERM): its Widgets move
+                await tasks[0]
+                await eventually(lambda: owners() == {ids[1]}, timeout=30)
+                await eventually(lambda: f"widget-operator-shard-{ids[0]}" not in leases(),
+                                 timeout=30)
+                assert f"widget-operator-shard-{ids[1]}" in leases()
+            finally:
+                for stop in stops:
+                    stop.set()
+                await asyncio.gather(*tasks, return_exceptions=True)
+    refused = [r.getMessage() for r in caplog.records
+               if "Forbidden" in r.getMessage() or "forbidden" in r.getMessage()]
+    assert not refused, refused[:3]

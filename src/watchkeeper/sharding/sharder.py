@@ -47,7 +47,8 @@ log = logging.getLogger("watchkeeper.sharding")
 
 JSON = dict[str, Any]
 _IDLE = 0.05  # seconds between looks when nothing is to do
-_RETRY = 1.0  # seconds before a failed label write is tried again
+_RETRY = 1.0  # seconds before a failed label write is tried again (doubling per failure)
+_SAY_AGAIN = 60.0  # seconds: the longest retry delay, and how often one failure is said
 
 
 @dataclass
@@ -102,6 +103,8 @@ class Sharder:
         self._ring: HashRing | None = None
         self._next_forget = 0.0
         self._forget_failed: dict[str, tuple[str, float]] = {}  # lease -> (error, retry at)
+        self._failures: dict[str, int] = {}  # key -> failed writes in a row
+        self._said: dict[str, tuple[float, int]] = {}  # error kind -> (said when, since)
 
     @property
     def is_sharder(self) -> bool:
@@ -245,11 +248,31 @@ class Sharder:
             return False
         except ApiError as exc:
             self.stats.errors += 1
-            log.warning("ring %s: labelling %s failed (retrying): %s", self.sharding.ring,
-                        _key(m.namespace, m.name), describe_error(exc))
+            self._said_failure(exc, _key(m.namespace, m.name))
             return False
         self.stats.writes[kind] = self.stats.writes.get(kind, 0) + 1
         return True
+
+    def _said_failure(self, exc: ApiError, key: str) -> None:
+        """Say a failed label write once per kind of error a minute, with how many more
+        failed meanwhile: without "patch" in its RBAC every object fails the same way, and
+        30,000 lines saying so would bury the one that matters."""
+        kind, now = type(exc).__name__, self._now()
+        said = self._said.get(kind)
+        if said is not None and now - said[0] < _SAY_AGAIN:
+            self._said[kind] = (said[0], said[1] + 1)
+            return
+        more = f" ({said[1]} more failed like this in the last {_SAY_AGAIN:g} s)" if said and \
+            said[1] else ""
+        log.warning("ring %s: labelling %s failed (retrying with backoff): %s%s",
+                    self.sharding.ring, key, describe_error(exc), more)
+        self._said[kind] = (now, 0)
+
+    def _retry_at(self, key: str) -> float:
+        """When a failed write of ``key`` is tried again: 1 s, doubling per failure up to a
+        minute, so refused writes are no hot loop against the API server."""
+        n = self._failures[key] = self._failures.get(key, 0) + 1
+        return self._now() + min(_RETRY * 2.0 ** (n - 1), _SAY_AGAIN)
 
     async def _serve(self) -> None:
         """While leading: follow the objects, keep every label as the ring says."""
@@ -355,8 +378,10 @@ class Sharder:
 
         async def writer() -> None:
             for api, m, kind, labels, key in pending:
-                if not await self._write(api, m, kind, labels):
-                    self._later[key] = self._now() + _RETRY
+                if await self._write(api, m, kind, labels):
+                    self._failures.pop(key, None)
+                else:
+                    self._later[key] = self._retry_at(key)
 
         n = min(self.sharding.sharder_concurrency, len(jobs))
         tasks = [start_task(writer(), name=f"sharder {self.sharding.ring}: write",

@@ -156,3 +156,34 @@ async def test_assign_reassign_dead_drain_live_and_children_follow(
             if sup.get(f"member {name}") is not None:
                 await sup.cancel(f"member {name}")
         await sup.cancel("view", "sharder")
+
+
+async def test_refused_label_writes_back_off_and_are_said_once(
+    srv: ApiServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without "patch" in its RBAC every label write fails alike: each object is tried
+    again after 1, 2, 4... s (not every second: no hot loop against the API server) and
+    the failure is said once a minute, not once per object; once allowed, all are labelled."""
+    caplog.set_level(logging.INFO, logger="watchkeeper.sharding")
+    for i in range(40):
+        srv.create_object(cm(f"c-{i}"))
+    me = sharding("me")
+    fault = srv.faults.error(403, method="PATCH", path_prefix=f"/api/v1/namespaces/{NS}/")
+    async with srv.client() as client, Supervisor("test") as sup:
+        leases = client.api("leases.coordination.k8s.io", namespace=NS)
+        view = RingView(me, leases)
+        sharder = Sharder(me, view, client.api("configmaps", namespace=NS), [], leases)
+        sup.spawn("member me", membership_elector(me, leases).run, forever=False)
+        sup.spawn("view", view.run)
+        sup.spawn("sharder", sharder.run)
+        await eventually(lambda: srv.count(method="PATCH") > 0)
+        started = srv.requests[-1].time
+        await asyncio.sleep(7)
+        patches = srv.count(method="PATCH", since=started - 1)
+        said = [r.getMessage() for r in caplog.records if "labelling" in r.getMessage()]
+        srv.faults.remove(fault)
+        # at 0, 1, 3 and 7 s: at most 4 tries each in 7 s (every second: 8 each)
+        assert 40 <= patches <= 40 * 4 + 8, patches
+        assert len(said) == 1 and "Forbidden" in said[0], said
+        await eventually(lambda: all(KEY in lab for lab in labels(srv).values()), timeout=20)
+        await sup.cancel("member me", "view", "sharder")
