@@ -134,7 +134,7 @@ async def feed(
                     elif not filt.changed(event.obj):
                         continue
                 for ref in trig.refs(event.obj):
-                    scheduler.schedule(ref, debounce)
+                    scheduler.schedule(ref, debounce, changed=True)
             elif isinstance(event, Delete):
                 if filt is not None:
                     filt.forget(event.obj)
@@ -144,7 +144,7 @@ async def feed(
                     forget(ref)
                 else:
                     for ref in trig.refs(event.obj):
-                        scheduler.schedule(ref, debounce)
+                        scheduler.schedule(ref, debounce, changed=True)
             elif isinstance(event, InitStart):
                 if filt is not None:
                     filt.reset()

@@ -132,3 +132,41 @@ async def test_due_within_the_slack_counts_as_due() -> None:
     s.schedule(A, 1.0)
     clock[0] = 1.0 - 0.0005  # half a millisecond early
     assert await asyncio.wait_for(s.next(), 0.01) == A
+
+
+async def test_changes_go_before_overdue_timers_but_timers_are_not_starved() -> None:
+    """20 overdue requeues, then 20 changes: the changes are handed out first, with one
+    timer in every TIMER_SHARE hand-outs; every timer still comes out."""
+    from watchkeeper.controller.scheduler import TIMER_SHARE
+
+    s = scheduler()
+    timers = [ObjectRef("t", str(i)) for i in range(20)]
+    changes = [ObjectRef("c", str(i)) for i in range(20)]
+    for ref in timers:
+        s.schedule(ref, 0.0)
+    await asyncio.sleep(30)  # long overdue
+    for ref in changes:
+        s.schedule(ref, 0.0, changed=True)
+    order = []
+    for _ in range(40):
+        ref, _t = await take(s)
+        assert ref is not None
+        order.append(ref)
+        s.done(ref)
+    first = order[:TIMER_SHARE * 4]
+    assert sum(r in timers for r in first) == 4  # one in every TIMER_SHARE
+    assert set(order[:25]) >= set(changes)  # all changes within the first 25 of 40
+    assert set(order) == set(timers) | set(changes)
+
+
+async def test_a_change_upgrades_a_pending_timer_and_keeps_the_earlier_time() -> None:
+    s = scheduler()
+    s.schedule(A, 5.0)  # a requeue in 5 s
+    s.schedule(B, 0.0)  # an overdue timer
+    s.schedule(A, 10.0, changed=True)  # a change with a (long) debounce: A is a change now
+    await asyncio.sleep(6)
+    s.schedule(C, 0.0)
+    got = [(await take(s))[0] for _ in range(3)]
+    assert got[0] == A  # a change, due at 5 s (the earlier time), before both timers
+    assert set(got[1:]) == {B, C}
+    assert len(s) == 0
