@@ -16,10 +16,11 @@ The model (documented simplification of structured-merge-diff):
 
 from __future__ import annotations
 
-import copy
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from watchkeeper_sim.storage.clone import clone
 
 JSON = dict[str, Any]
 Path = tuple[str, ...]
@@ -78,7 +79,7 @@ def _delete_path(obj: JSON, path: Path) -> None:
 
 def _merge(target: Any, config: Any) -> Any:
     if not isinstance(config, dict) or not isinstance(target, dict):
-        return copy.deepcopy(config)
+        return clone(config)
     out = dict(target)
     for key, value in config.items():
         out[key] = _merge(out.get(key), value)
@@ -317,7 +318,7 @@ def apply(
         raise ApplyConflict(conflicts)
     for e, path in losers:
         e.fields.discard(path)
-    result: JSON = _merge(copy.deepcopy(current) if current else {}, config)
+    result: JSON = _merge(clone(current) if current else {}, config)
     mine = next((e for e in entries if e.manager == manager and e.operation == "Apply"
                  and e.subresource == subresource), None)
     if mine is None:

@@ -9,9 +9,10 @@ controller's messages (pkg/controller/namespace/deletion/status_condition_utils.
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
+
+from watchkeeper_sim.storage.clone import clone
 
 JSON = dict[str, Any]
 
@@ -76,7 +77,7 @@ def managed_entry(conditions: list[JSON], now: str) -> JSON:
 
 def with_conditions(ns: JSON, conditions: list[JSON], now: str) -> JSON:
     """``ns`` (a copy) with these conditions and the controller's managedFields entry."""
-    out = copy.deepcopy(ns)
+    out = clone(ns)
     status = out.setdefault("status", {})
     status["conditions"] = conditions
     meta = out.setdefault("metadata", {})

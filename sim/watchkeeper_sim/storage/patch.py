@@ -8,8 +8,9 @@ directives are dropped, which is enough for what clients and kubectl send.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
+
+from watchkeeper_sim.storage.clone import clone
 
 
 class PatchError(ValueError):
@@ -19,7 +20,7 @@ class PatchError(ValueError):
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386: objects merge recursively, null deletes, anything else replaces."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     result = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
@@ -116,24 +117,24 @@ def json_patch(doc: Any, ops: Any) -> Any:
     """Apply an RFC 6902 operation list to a copy of ``doc``."""
     if not isinstance(ops, list):
         raise PatchError("a JSON patch must be a list of operations")
-    doc = copy.deepcopy(doc)
+    doc = clone(doc)
     for op in ops:
         if not isinstance(op, dict) or "path" not in op:
             raise PatchError("malformed operation")
         kind = op.get("op")
         path = op["path"]
         if kind == "add":
-            doc = _add(doc, path, copy.deepcopy(op.get("value")))
+            doc = _add(doc, path, clone(op.get("value")))
         elif kind == "remove":
             doc = _remove(doc, path)
         elif kind == "replace":
             _get(doc, path)
-            doc = _add(_remove(doc, path), path, copy.deepcopy(op.get("value")))
+            doc = _add(_remove(doc, path), path, clone(op.get("value")))
         elif kind == "move":
             value = _get(doc, op.get("from", ""))
             doc = _add(_remove(doc, op.get("from", "")), path, value)
         elif kind == "copy":
-            doc = _add(doc, path, copy.deepcopy(_get(doc, op.get("from", ""))))
+            doc = _add(doc, path, clone(_get(doc, op.get("from", ""))))
         elif kind == "test":
             if _get(doc, path) != op.get("value"):
                 raise PatchError(f"test failed at {path!r}")
@@ -156,9 +157,9 @@ def _named_list(value: Any) -> bool:
 def strategic_merge(target: Any, patch: Any) -> Any:
     """Merge like ``merge_patch`` but merge lists of named objects element by element."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return clone(patch)
     if patch.get("$patch") == "replace":
-        return {k: copy.deepcopy(v) for k, v in patch.items() if k != "$patch"}
+        return {k: clone(v) for k, v in patch.items() if k != "$patch"}
     result = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if key.startswith("$"):
@@ -169,7 +170,7 @@ def strategic_merge(target: Any, patch: Any) -> Any:
             result[key] = _merge_named(result[key], value)
         elif isinstance(value, list):
             result[key] = [
-                copy.deepcopy(v) for v in value
+                clone(v) for v in value
                 if not (isinstance(v, dict) and v.get("$patch") == "delete")
             ]
         else:
@@ -178,7 +179,7 @@ def strategic_merge(target: Any, patch: Any) -> Any:
 
 
 def _merge_named(current: list[Any], patch: list[Any]) -> list[Any]:
-    out = [copy.deepcopy(v) for v in current]
+    out = [clone(v) for v in current]
     for item in patch:
         idx = next((i for i, v in enumerate(out) if v.get("name") == item["name"]), None)
         if item.get("$patch") == "delete":

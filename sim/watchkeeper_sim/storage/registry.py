@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import random
 import re
 import time
@@ -29,6 +28,7 @@ from watchkeeper_sim.storage import metavalid as _metavalid
 from watchkeeper_sim.storage import namespaces as _namespaces
 from watchkeeper_sim.storage import patch as _patch
 from watchkeeper_sim.storage import validation as _validation
+from watchkeeper_sim.storage.clone import clone
 from watchkeeper_sim.storage.resources import CRD_GROUP, CRDError, crd_types
 from watchkeeper_sim.storage.store import Matcher, ObjectStore, StoreError, obj_key
 from watchkeeper_sim.storage.validation import FieldCheck
@@ -84,7 +84,7 @@ def _spec_part(obj: JSON) -> JSON:
 
 
 def _comparable(obj: JSON) -> JSON:
-    out = copy.deepcopy(obj)
+    out = clone(obj)
     meta = out.get("metadata") or {}
     meta.pop("resourceVersion", None)
     meta.pop("managedFields", None)
@@ -149,7 +149,7 @@ class Registry:
             raise StoreError(_status.bad_request(
                 f'{kind} in version "{version}" cannot be handled as a {rt.kind}: converting '
                 f"({version}.{kind}) to ({internal}.{rt.kind}): unknown conversion"))
-        return copy.deepcopy(body)
+        return clone(body)
 
     def _schema(self, rt: ResourceType) -> JSON | None:
         """A custom resource's openAPIV3Schema, read from its CRD (None for built-ins)."""
@@ -348,17 +348,17 @@ class Registry:
             if rt.is_custom:  # field tracking resets only spec (142)
                 seen = {**_spec_part(old), **{k: v for k, v in new.items()
                                               if k in ("metadata", "status")}}
-            merged = copy.deepcopy(old)
+            merged = clone(old)
             if "status" in new:
                 merged["status"] = new["status"]
             else:
                 merged.pop("status", None)
             if fields_done:  # apply computed the ownership of this write: keep it
-                _meta(merged)["managedFields"] = copy.deepcopy(
+                _meta(merged)["managedFields"] = clone(
                     _meta(new).get("managedFields") or [])
             new = merged
         else:
-            new = _events.to_storage(rt, copy.deepcopy(new))
+            new = _events.to_storage(rt, clone(new))
             new_meta = _meta(new)
             for k in _KEEP_META:
                 if k in old_meta:
@@ -375,7 +375,7 @@ class Registry:
         new["kind"], new["apiVersion"] = rt.kind, rt.group_version
         new_meta = _meta(new)
         if not fields_done:
-            new_meta["managedFields"] = copy.deepcopy(old_meta.get("managedFields") or [])
+            new_meta["managedFields"] = clone(old_meta.get("managedFields") or [])
         if old_meta.get("deletionTimestamp"):
             added = [f for f in new_meta.get("finalizers") or []
                      if f not in (old_meta.get("finalizers") or [])]
@@ -454,7 +454,7 @@ class Registry:
         if not isinstance(new, dict):
             raise StoreError(_status.bad_request("the patch did not produce an object"))
         self._check_patched(rt, namespace, name, new)
-        new = copy.deepcopy(new)
+        new = clone(new)
         self._decode(rt, new, check, whole_body=False)
         expected = str(_meta(new).get("resourceVersion") or "")
         return self._commit(rt, old, new, manager=manager, subresource=subresource,
@@ -497,7 +497,7 @@ class Registry:
         now = self.now()
         try:
             result = _fields.apply(
-                _events.view_of(rt, copy.deepcopy(current)) if current else None, config,
+                _events.view_of(rt, clone(current)) if current else None, config,
                 manager=manager,
                 force=force, api_version=rt.group_version, now=now, subresource=subresource,
                 custom=rt.is_custom)
@@ -510,7 +510,7 @@ class Registry:
                                managed=False), 201
         expected = str(cmeta.get("resourceVersion") or "")
         _meta(result)["resourceVersion"] = current["metadata"].get("resourceVersion")
-        return self._commit(rt, copy.deepcopy(current), result, manager=manager,
+        return self._commit(rt, clone(current), result, manager=manager,
                             subresource=subresource, expected_rv=expected, dry_run=dry_run,
                             fields_done=True), 200
 
@@ -554,7 +554,7 @@ class Registry:
                 self.store.remove(rt, namespace, name)
                 self._after_removal(rt, old)
             return _status.success(name, rt.group, rt.plural, str(meta.get("uid")))
-        new = copy.deepcopy(old)
+        new = clone(old)
         nmeta = new["metadata"]
         nmeta["deletionTimestamp"] = self.now()
         if is_crd:
@@ -645,7 +645,7 @@ class Registry:
         """Serve the new types and mark the CRD Established, like the apiextensions controllers."""
         for t in types:
             self.store.register(t)
-        new = copy.deepcopy(stored)
+        new = clone(stored)
         now = self.now()
         names = dict(new["spec"]["names"])
         new["status"]["acceptedNames"] = names

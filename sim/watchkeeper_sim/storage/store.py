@@ -18,7 +18,6 @@ import asyncio
 import base64
 import binascii
 import bisect
-import copy
 import itertools
 import json
 import time
@@ -28,6 +27,7 @@ from dataclasses import dataclass, field
 
 from watchkeeper_sim import status as _status
 from watchkeeper_sim.model import JSON, Key, ResourceType
+from watchkeeper_sim.storage.clone import clone
 from watchkeeper_sim.storage.selectors import match_all
 
 ObjKey = tuple[str, str]  # (namespace or "", name)
@@ -135,7 +135,7 @@ class Subscription:
             return WatchEvent("ADDED", ch.obj, ch.rv)
         if before and ch.prev is not None:
             # like the watch cache: the old object, stamped with the new resourceVersion
-            gone = copy.deepcopy(ch.prev)
+            gone = clone(ch.prev)
             gone.setdefault("metadata", {})["resourceVersion"] = str(ch.rv)
             return WatchEvent("DELETED", gone, ch.rv)
         return None
@@ -247,7 +247,7 @@ class ObjectStore:
         obj = self._objects.get(rt.key, {}).get((namespace, name))
         if obj is None:
             raise StoreError(_status.not_found(rt.plural, rt.group, name))
-        return copy.deepcopy(obj)
+        return clone(obj)
 
     def peek(self, rt: ResourceType, namespace: str, name: str) -> JSON | None:
         """The stored object itself (no copy) or None; callers must not mutate it."""
@@ -257,7 +257,7 @@ class ObjectStore:
         """Deep copies of every object of a type (optionally in one namespace), key order."""
         objs = self._objects.get(rt.key, {})
         keys = sorted(k for k in objs if namespace is None or k[0] == namespace)
-        return [copy.deepcopy(objs[k]) for k in keys]
+        return [clone(objs[k]) for k in keys]
 
     def every(self) -> list[tuple[Key, JSON]]:
         """Every stored object itself (no copies; callers must not mutate them)."""
@@ -375,11 +375,11 @@ class ObjectStore:
         objs = self._objects.setdefault(rt.key, {})
         if k in objs:
             raise StoreError(_status.already_exists(rt.plural, rt.group, k[1]))
-        stored = copy.deepcopy(obj)
+        stored = clone(obj)
         stored["metadata"]["resourceVersion"] = str(self._next_rv())
         objs[k] = stored
         self._record(rt.key, "ADDED", stored, None)
-        return copy.deepcopy(stored)
+        return clone(stored)
 
     def replace(self, rt: ResourceType, obj: JSON, expected_rv: str = "") -> JSON:
         """Overwrite an existing object; 409 Conflict when ``expected_rv`` is stale; MODIFIED."""
@@ -390,11 +390,11 @@ class ObjectStore:
             raise StoreError(_status.not_found(rt.plural, rt.group, k[1]))
         if expected_rv and expected_rv != _rv_of(prev):
             raise StoreError(_status.conflict(rt.plural, rt.group, k[1], _status.STALE))
-        stored = copy.deepcopy(obj)
+        stored = clone(obj)
         stored["metadata"]["resourceVersion"] = str(self._next_rv())
         objs[k] = stored
         self._record(rt.key, "MODIFIED", stored, prev)
-        return copy.deepcopy(stored)
+        return clone(stored)
 
     def remove(self, rt: ResourceType, namespace: str, name: str, last: JSON | None = None) -> JSON:
         """Delete; watchers get DELETED with ``last`` (default: the stored object), new RV."""
@@ -402,10 +402,10 @@ class ObjectStore:
         prev = objs.pop((namespace, name), None)
         if prev is None:
             raise StoreError(_status.not_found(rt.plural, rt.group, name))
-        gone = copy.deepcopy(last if last is not None else prev)
+        gone = clone(last if last is not None else prev)
         gone["metadata"]["resourceVersion"] = str(self._next_rv())
         self._record(rt.key, "DELETED", gone, prev)
-        return copy.deepcopy(gone)
+        return clone(gone)
 
     # ---- history ---------------------------------------------------------------------------
 
