@@ -103,6 +103,12 @@ def _shard_metrics(replicas: list[ShardReplica]) -> Iterator[Metric]:
     events = CounterMetricFamily("watchkeeper_sharder_watch_events",
                                  "Watch events (metadata only, every object) this replica's "
                                  "sharder received while it was the sharder", labels=["ring"])
+    failures = CounterMetricFamily("watchkeeper_sharder_write_failures",
+                                   "Label writes by this replica's sharder that failed (not "
+                                   "conflicts): each is retried with backoff", labels=["ring"])
+    forgotten = CounterMetricFamily("watchkeeper_sharder_dead_leases_deleted",
+                                    "Leases of dead shards this replica's sharder deleted once "
+                                    "no object carried their label", labels=["ring"])
     for r in replicas:
         st = r.status()
         live.add_metric([st.ring], len(st.live))
@@ -114,7 +120,9 @@ def _shard_metrics(replicas: list[ShardReplica]) -> Iterator[Metric]:
         for kind, n in sorted(r.sharder.stats.writes.items()):
             writes.add_metric([st.ring, kind], n)
         events.add_metric([st.ring], r.sharder.stats.events)
-    yield from (live, member, owned, draining, sharder, writes, events)
+        failures.add_metric([st.ring], r.sharder.stats.errors)
+        forgotten.add_metric([st.ring], r.sharder.stats.leases_deleted)
+    yield from (live, member, owned, draining, sharder, writes, events, failures, forgotten)
 
 
 class WatchkeeperCollector(Collector):

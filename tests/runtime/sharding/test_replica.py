@@ -129,6 +129,9 @@ async def test_run_shows_the_ring_and_the_share_in_readyz_and_metrics(srv: ApiSe
             assert samples[("watchkeeper_sharder", (("ring", "w"),))] == 1
             assert samples[("watchkeeper_sharder_label_writes_total",
                             (("kind", "assign"), ("ring", "w")))] == 12
+            assert samples[("watchkeeper_sharder_write_failures_total", (("ring", "w"),))] == 0
+            assert samples[("watchkeeper_sharder_dead_leases_deleted_total",
+                            (("ring", "w"),))] == 0
         finally:
             stop.set()
             await asyncio.wait_for(task, 10)
