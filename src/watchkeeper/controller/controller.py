@@ -143,6 +143,7 @@ class Controller:
         cfg = watch_config or WatchConfig(
             max_unhealthy=self.config.max_unhealthy, strip_managed_fields=True
         )
+        scope = (cfg.label_selector, cfg.field_selector)
         if self.sharding is not None and relation in ("primary", "owned"):
             mine, theirs = self.sharding.selector, cfg.label_selector
             cfg = dataclasses.replace(cfg, label_selector=f"{theirs},{mine}" if theirs else mine)
@@ -156,7 +157,8 @@ class Controller:
                        ErrorLog(f"mapper of trigger {name!r}"),
                        ErrorLog(f"on_watch_error hook of trigger {name!r}"),
                        relation=relation,
-                       filter=PredicateFilter(predicate) if predicate is not None else None)
+                       filter=PredicateFilter(predicate) if predicate is not None else None,
+                       scope=scope)
         self.triggers.append(trig)
         return trig
 
@@ -182,6 +184,12 @@ class Controller:
     def owned_apis(self) -> list[Api]:
         """The child resources of ``owns`` (the sharder labels them as their owners)."""
         return [t.api for t in self.triggers if t.relation == "owned"]
+
+    @property
+    def shard_scopes(self) -> list[tuple[str | None, str | None]]:
+        """The caller's (label, field) selectors of the main resource, then of each ``owns``
+        resource in order: a sharder labels only what they select."""
+        return [t.scope for t in self.triggers if t.relation in ("primary", "owned")]
 
     @property
     def draining(self) -> int:

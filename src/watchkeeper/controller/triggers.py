@@ -77,6 +77,9 @@ class Trigger:
     shared: WatchHandle | None = None  # the shared watch while ``run`` holds it
     relation: Relation = "primary"
     filter: PredicateFilter | None = None  # the trigger's predicate, with its memory
+    # The caller's own (label, field) selectors, without a shard's label: what a sharder
+    # must label is what the controller watches on all its replicas together.
+    scope: tuple[str | None, str | None] = (None, None)
 
     @property
     def predicate(self) -> Predicate | None:

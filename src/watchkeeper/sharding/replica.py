@@ -30,7 +30,8 @@ class ShardReplica:
         self.leases = Api(primary.client, "leases.coordination.k8s.io", namespace)
         self.view = RingView(sharding, self.leases)
         self.elector: LeaderElector = membership_elector(sharding, self.leases)
-        self.sharder = Sharder(sharding, self.view, primary, controller.owned_apis, self.leases)
+        self.sharder = Sharder(sharding, self.view, primary, controller.owned_apis, self.leases,
+                               scopes=controller.shard_scopes)
 
     def __repr__(self) -> str:
         return f"ShardReplica(ring={self.sharding.ring!r}, replica={self.sharding.replica_id!r})"

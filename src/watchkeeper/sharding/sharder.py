@@ -2,7 +2,9 @@
 
 It holds Lease ``<ring>-sharder`` (a ``LeaderElector``: client-go timings, steps down
 before another may take over) and, while it leads, watches the primary resource (and each
-owned child resource) metadata-only. For each object, against the ring of live shards:
+owned child resource) metadata-only, with the controller's own selectors: objects the
+controller does not watch are never labelled. For each object, against the ring of live
+shards:
 
 - no shard label: label it with its shard on the ring;
 - labelled with a dead shard (its lease expired as observed here, or released): label it
@@ -87,9 +89,16 @@ class Sharder:
     def __init__(
         self, sharding: Sharding, view: RingView, primary: Api, children: Sequence[Api],
         leases: Api, *, clock: Callable[[], float] | None = None,
+        scopes: Sequence[tuple[str | None, str | None]] = (),
     ) -> None:
         self.sharding, self.view = sharding, view
         self.primary, self.children, self.leases = primary, list(children), leases
+        # (label, field) selectors of the primary, then of each child resource: the
+        # controller's own, so objects it does not watch are never labelled.
+        self._scopes = list(scopes) or [(None, None)] * (1 + len(self.children))
+        if len(self._scopes) != 1 + len(self.children):
+            raise ValueError(f"scopes: one per resource (primary first), got "
+                             f"{len(self._scopes)} for {1 + len(self.children)}")
         self._clock = clock
         self.elector: LeaderElector | None = None
         self.stats = SharderStats()
@@ -150,7 +159,9 @@ class Sharder:
         watch, marking what changed as dirty."""
         table = self._objects if index is None else self._kids[index]
         seen: set[str] = set()
-        config = WatchConfig(metadata_only=True, max_unhealthy=None)
+        labels, fields = self._scopes[0 if index is None else index + 1]
+        config = WatchConfig(metadata_only=True, max_unhealthy=None, label_selector=labels,
+                             field_selector=fields)
         async for ev in watcher(api, config, backoff=DefaultBackoff()):
             self.stats.events += 1
             if isinstance(ev, InitStart):

@@ -153,3 +153,35 @@ async def test_run_refuses_sharding_with_leader_election_or_reacquire(srv: ApiSe
         with pytest.raises(ValueError, match="exit"):
             await wk.run(wk.Operator(c2, lambda o, x: wk.Action.await_change()),
                          handle_signals=False)
+
+
+async def test_the_sharder_labels_only_what_the_controller_selects(srv: ApiServer) -> None:
+    """A controller that watches ``app=mine`` ConfigMaps: the sharder labels those and
+    never writes to the others (it used to label every object of the resource)."""
+    for i in range(6):
+        srv.create_object(cm(f"mine-{i}", {"app": "mine"}))
+    for i in range(4):
+        srv.create_object(cm(f"other-{i}", {"app": "other"}))
+    srv.create_object(cm("plain"))
+
+    def reconcile(obj: dict[str, Any], ctx: Any) -> wk.Action:
+        return wk.Action.await_change()
+
+    s = wk.Sharding(ring="w", replica_id="solo", lease_namespace=NS, **TIMINGS)
+    async with srv.client() as client:
+        controller = wk.Controller(client.api("configmaps", namespace=NS), sharding=s,
+                                   watch_config=wk.WatchConfig(label_selector="app=mine"))
+        stop = asyncio.Event()
+        task = asyncio.create_task(wk.run(wk.Operator(controller, reconcile), stop=stop,
+                                          handle_signals=False))
+        try:
+            await eventually(lambda: len(controller.store) == 6)
+            await asyncio.sleep(3 * TIMINGS["lease_duration"])  # the sharder had its chance
+            assert all(labels_of(srv, f"mine-{i}").get(KEY) == "solo" for i in range(6))
+            assert all(KEY not in labels_of(srv, f"other-{i}") for i in range(4))
+            assert KEY not in labels_of(srv, "plain")
+            assert srv.count(method="PATCH", path_prefix=f"/api/v1/namespaces/{NS}/configmaps/o")\
+                == 0
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 10)
