@@ -323,3 +323,72 @@ async def test_max_unhealthy_raises_after_the_threshold(client: wk.Client, names
             raise AssertionError("the watcher ended without WatcherUnhealthy")
     assert 5.5 <= elapsed < 15, elapsed
     assert min_errors <= errors <= 9, (errors, rtt)  # one attempt a second, not a hot loop
+
+
+async def test_sharded_replicas_split_the_objects_and_hand_over(
+    client: wk.Client, namespace: str
+) -> None:
+    """Two sharded replicas (short leases) on the ConfigMaps this test made: the sharder
+    labels each with its shard, each replica reconciles only its own; one leaves, its objects
+    move to the other (label, drain and release patches, a Lease list by label selector,
+    conditional writes: all as a real API server takes them) and its Lease is deleted."""
+    api = client.api("configmaps", namespace=namespace)
+    names = {f"sh{i}" for i in range(12)}
+    for name in sorted(names):
+        await api.create(cm(name, namespace))
+    ring = f"e2e{uuid.uuid4().hex[:6]}"
+    key = f"shard.watchkeeper.io/{ring}"
+    reconciled: dict[str, set[str]] = {"a": set(), "b": set()}
+
+    def operator(replica: str) -> wk.Operator:
+        async def reconcile(obj: dict[str, Any], ctx: Any) -> wk.Action:
+            reconciled[replica].add(wk.meta.name(obj))
+            return wk.Action.await_change()
+
+        sharding = wk.Sharding(ring=ring, replica_id=replica, lease_namespace=namespace,
+                               lease_duration=4.0, renew_deadline=3.0, retry_period=1.0)
+        controller = wk.Controller(api, sharding=sharding,
+                                   watch_config=wk.WatchConfig(label_selector=MINE))
+        return wk.Operator(controller, reconcile)
+
+    async def owners() -> dict[str, str]:
+        listed = await api.list_all(label_selector=MINE)
+        return {wk.meta.name(o): (o["metadata"].get("labels") or {}).get(key, "")
+                for o in listed.items}
+
+    async def until(check: Callable[[], Any]) -> None:
+        async with asyncio.timeout(PATIENCE):
+            while not await check():
+                await asyncio.sleep(0.5)
+
+    stops = {r: asyncio.Event() for r in ("a", "b")}
+    tasks = {r: asyncio.create_task(wk.run(operator(r), stop=stops[r], handle_signals=False))
+             for r in ("a", "b")}
+    try:
+        async def split() -> bool:
+            now = await owners()
+            return set(now.values()) == {"a", "b"} and all(
+                {n for n, o in now.items() if o == r} <= reconciled[r] for r in ("a", "b"))
+
+        await until(split)
+        first = await owners()
+        for r in ("a", "b"):  # each reconciled only what it owned
+            assert reconciled[r] == {n for n, o in first.items() if o == r}, (r, first)
+        stops["a"].set()  # a leaves: drains, releases its Lease; its objects go to b
+        await asyncio.wait_for(tasks["a"], 60)
+
+        async def moved() -> bool:
+            return set((await owners()).values()) == {"b"} and reconciled["b"] >= names
+
+        await until(moved)
+        leases = client.api("leases.coordination.k8s.io", namespace=namespace)
+
+        async def forgotten() -> bool:
+            listed = await leases.list_all(label_selector=f"shard.watchkeeper.io/ring={ring}")
+            return [wk.meta.name(o) for o in listed.items] == [f"{ring}-shard-b"]
+
+        await until(forgotten)
+    finally:
+        for stop in stops.values():
+            stop.set()
+        await asyncio.gather(*tasks.values(), return_exceptions=True)
