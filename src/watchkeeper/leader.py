@@ -314,10 +314,13 @@ class LeaderElector:
         sooner and costs one request per expiry: a renewed lease moves the moment away."""
         if self._observed is None:
             return math.inf
-        spec = self._observed.get("spec") or {}
-        duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
         margin = EXPIRY_MARGIN * (1 + self._rng.random())
-        return max(margin, self._observed_at + duration - self._now() + margin)
+        return max(margin, self._expires_at(self._observed) - self._now() + margin)
+
+    def _expires_at(self, lease: JSON) -> float:
+        """Our clock when ``lease`` (as last seen) may be taken if it does not change."""
+        spec = lease.get("spec") or {}
+        return self._observed_at + float(spec.get("leaseDurationSeconds") or self.lease_duration)
 
     async def _renew_loop(self) -> None:
         """Renew every ``retry_period``; step down once ``renew_deadline`` has passed since
@@ -387,9 +390,7 @@ class LeaderElector:
         self._record(lease)
         spec = lease.get("spec") or {}
         holder = self._holder(lease)
-        expired = self._now() - self._observed_at > float(
-            spec.get("leaseDurationSeconds") or self.lease_duration
-        )
+        expired = self._now() > self._expires_at(lease)
         if holder and holder != self.identity and not expired:
             return False
         transitions = int(spec.get("leaseTransitions") or 0)

@@ -50,7 +50,8 @@ log = logging.getLogger("watchkeeper.sharding")
 JSON = dict[str, Any]
 _IDLE = 0.05  # seconds between looks when nothing is to do
 _RETRY = 1.0  # seconds before a failed label write is tried again (doubling per failure)
-_SAY_AGAIN = 60.0  # seconds: the longest retry delay, and how often one failure is said
+_RETRY_MAX = 60.0  # seconds: the longest wait before a failed label write is tried again
+_SAY_EVERY = 60.0  # seconds: how often one kind of label-write failure is logged
 
 
 @dataclass
@@ -212,6 +213,7 @@ class Sharder:
         m = table.pop(key, None)
         if m is None:
             return
+        self._failures.pop(key if index is None else f"#{index}:{key}", None)  # (gone)
         if index is None:
             self._uids.pop(m.uid, None)
         elif m.owner_uid:
@@ -270,10 +272,10 @@ class Sharder:
         30,000 lines saying so would bury the one that matters."""
         kind, now = type(exc).__name__, self._now()
         said = self._said.get(kind)
-        if said is not None and now - said[0] < _SAY_AGAIN:
+        if said is not None and now - said[0] < _SAY_EVERY:
             self._said[kind] = (said[0], said[1] + 1)
             return
-        more = f" ({said[1]} more failed like this in the last {_SAY_AGAIN:g} s)" if said and \
+        more = f" ({said[1]} more failed like this in the last {_SAY_EVERY:g} s)" if said and \
             said[1] else ""
         log.warning("ring %s: labelling %s failed (retrying with backoff): %s%s",
                     self.sharding.ring, key, describe_error(exc), more)
@@ -283,7 +285,7 @@ class Sharder:
         """When a failed write of ``key`` is tried again: 1 s, doubling per failure up to a
         minute, so refused writes are no hot loop against the API server."""
         n = self._failures[key] = self._failures.get(key, 0) + 1
-        return self._now() + min(_RETRY * 2.0 ** (n - 1), _SAY_AGAIN)
+        return self._now() + min(_RETRY * 2.0 ** (n - 1), _RETRY_MAX)
 
     async def _serve(self) -> None:
         """While leading: follow the objects, keep every label as the ring says."""
@@ -349,8 +351,7 @@ class Sharder:
             in_use.update(m.shard for m in kids.values())
         now = self._now()
         for replica, lease, rv in dead:
-            if (replica in in_use or not self.view.dead_for_sure(replica)
-                    or self._forget_failed.get(lease, ("", 0.0))[1] > now):
+            if replica in in_use or self._forget_failed.get(lease, ("", 0.0))[1] > now:
                 continue
             try:
                 await self.leases.delete(lease, preconditions={"resourceVersion": rv})
