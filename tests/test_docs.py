@@ -69,6 +69,12 @@ MEASURED_INTERNALS = {
                                       "watchkeeper.client.api._decode_any"},
     "benchmarks/kindness_fleet.py": {"watchkeeper.client.circuit.CircuitState",
                                       "watchkeeper.client.circuit.PROBE_MAX"},
+    # measures the simulator's write path with its old document copy
+    "benchmarks/sim_writes.py": {"watchkeeper_sim.storage.fields",
+                                 "watchkeeper_sim.storage.namespaces",
+                                 "watchkeeper_sim.storage.patch",
+                                 "watchkeeper_sim.storage.registry",
+                                 "watchkeeper_sim.storage.store"},
     # the simulator process of the benchmarks patches the simulator's serving path
     "benchmarks/_sim_runner.py": {
         "watchkeeper_sim.api.handlers.Handlers", "watchkeeper_sim.api.watch",
