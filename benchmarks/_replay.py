@@ -1,9 +1,20 @@
-"""A minimal replay server: answers every watch request with the captured watch body in
-~256 KiB HTTP chunks, from memory, at near-zero CPU, so that events/s measures the client
-and not the server (the simulator encodes and writes each event; its serving rate capped
-events/s at ~3x lightkube). Plain HTTP or TLS (a trustme CA; the kubeconfig trusts it).
+"""A minimal replay server: answers every watch request with the captured watch body, from
+memory, at near-zero CPU, so that events/s measures the client and not the server (the
+simulator encodes and writes each event; its serving rate capped events/s at ~3x
+lightkube). Plain HTTP or TLS (a trustme CA; the kubeconfig trusts it).
 
-    python -m benchmarks._replay --body FILE --kubeconfig OUT [--tls]
+How the body is cut into HTTP/1.1 chunks (``--framing``); it is framed once, at start, and
+written in ~256 KiB writes whatever the framing, so the server's CPU stays near zero:
+
+- ``bulk``: ~256 KiB chunks (issue 11's harness). No API server frames a watch like this.
+- ``go``: 2,048-byte chunks, what kube-apiserver sends over HTTP/1.1 while events queue up:
+  Go's net/http buffers a response in ``bufferBeforeChunkingSize`` = 2048 bytes and writes
+  a chunk each time that buffer fills, and the watch handler flushes only when its channel
+  is empty.
+- ``event``: one chunk per event, what kube-apiserver sends when the watch keeps up (a
+  flush after each event) and what the simulator always sends.
+
+    python -m benchmarks._replay --body FILE --kubeconfig OUT [--tls] [--framing bulk|go|event]
 
 Prints ``READY <port>`` when listening. Any other request gets a 404 Status.
 """
@@ -18,16 +29,33 @@ import sys
 from pathlib import Path
 
 CHUNK = 256 << 10
+GO_CHUNK = 2048  # net/http's bufferBeforeChunkingSize
+FRAMINGS = ("bulk", "go", "event")
 _404 = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure",
                    "reason": "NotFound", "code": 404, "message": "replay: not found"}).encode()
 
 
-def framed(body: bytes, size: int = CHUNK) -> list[bytes]:
-    """The body as HTTP/1.1 chunks (header, payload, CRLF), built once."""
-    out = [b"%x\r\n%s\r\n" % (len(body[i:i + size]), body[i:i + size])
-           for i in range(0, len(body), size)]
-    out.append(b"0\r\n\r\n")
-    return out
+def _pieces(body: bytes, framing: str) -> list[bytes]:
+    if framing == "event":
+        return body.splitlines(keepends=True)
+    size = GO_CHUNK if framing == "go" else CHUNK
+    return [body[i:i + size] for i in range(0, len(body), size)]
+
+
+def framed(body: bytes, framing: str = "bulk") -> list[bytes]:
+    """The body as HTTP/1.1 chunks (header, payload, CRLF), joined into ~256 KiB writes."""
+    writes: list[bytes] = []
+    batch: list[bytes] = []
+    held = 0
+    for piece in _pieces(body, framing):
+        batch.append(b"%x\r\n%s\r\n" % (len(piece), piece))
+        held += len(piece)
+        if held >= CHUNK:
+            writes.append(b"".join(batch))
+            batch, held = [], 0
+    batch.append(b"0\r\n\r\n")
+    writes.append(b"".join(batch))
+    return writes
 
 
 async def serve(chunks: list[bytes], ctx: ssl.SSLContext | None) -> asyncio.Server:
@@ -73,8 +101,9 @@ def main() -> None:
     p.add_argument("--body", required=True)
     p.add_argument("--kubeconfig", required=True)
     p.add_argument("--tls", action="store_true")
+    p.add_argument("--framing", choices=FRAMINGS, default="bulk")
     a = p.parse_args()
-    chunks = framed(Path(a.body).read_bytes())
+    chunks = framed(Path(a.body).read_bytes(), a.framing)
     ctx: ssl.SSLContext | None = None
     ca_pem: bytes | None = None
     if a.tls:

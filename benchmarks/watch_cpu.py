@@ -8,7 +8,12 @@ is client CPU per event, and each watchkeeper row is compared with lightkube syn
 median of the per-round ratios (same round, same machine load). The load average is
 recorded per round. The client code is ``benchmarks.watch_throughput``'s.
 
+With ``--framing go`` or ``event`` the replay server cuts the same bytes into the HTTP
+chunks a kube-apiserver sends (see ``benchmarks._replay``); the default, ``bulk``, is ~256
+KiB chunks.
+
     python -m benchmarks.watch_cpu [--events 100000] [--rounds 7] [--tls] [--clients a,b]
+                                   [--framing bulk|go|event] [--body FILE]
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import PYTHON, ROOT, fmt_num, markdown_table, run_child, save_results
+from benchmarks._replay import FRAMINGS
 
 BASELINE = "lightkube"
 DEFAULT_CLIENTS = (
@@ -52,10 +58,11 @@ def capture(events: int, objects: int, path: Path) -> dict[str, Any]:
 class Replay:
     """The replay server process."""
 
-    def __init__(self, body: Path, tls: bool, tmp: Path) -> None:
+    def __init__(self, body: Path, tls: bool, tmp: Path, framing: str = "bulk") -> None:
         self.kubeconfig = tmp / ("replay-tls.kubeconfig" if tls else "replay.kubeconfig")
         cmd = [PYTHON, "-m", "benchmarks._replay", "--body", str(body),
-               "--kubeconfig", str(self.kubeconfig)] + (["--tls"] if tls else [])
+               "--kubeconfig", str(self.kubeconfig), "--framing", framing] + (
+                   ["--tls"] if tls else [])
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True,
                                      env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
         assert self.proc.stdout is not None
@@ -69,7 +76,7 @@ class Replay:
 
 
 def run(events: int, objects: int, rounds: int, clients: list[str], tls: bool,
-        body_path: Path | None) -> dict[str, Any]:
+        body_path: Path | None, framing: str = "bulk") -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="wk-cpu-") as tmp_s:
         tmp = Path(tmp_s)
         body = body_path or tmp / "watch-body.jsonl"
@@ -82,7 +89,7 @@ def run(events: int, objects: int, rounds: int, clients: list[str], tls: bool,
             meta_file.write_text(f"{rv0} {last_rv}")
         size = body.stat().st_size
         print(f"# capture: {size / 1e6:.1f} MB, {size / events:.0f} bytes/event", file=sys.stderr)
-        server = Replay(body, tls, tmp)
+        server = Replay(body, tls, tmp, framing)
         rows: dict[str, list[dict[str, Any]]] = {c: [] for c in clients}
         loads: list[list[float]] = []
         try:
@@ -109,7 +116,10 @@ def run(events: int, objects: int, rounds: int, clients: list[str], tls: bool,
                              else f"FAILED {res.get('error', '')[:200]}"), file=sys.stderr)
         finally:
             server.stop()
-    return summarize(rows, loads, events, size, rounds, tls)
+    data = summarize(rows, loads, events, size, rounds, tls)
+    data["framing"] = framing
+    data["server"] = f"benchmarks._replay (framing {framing})"
+    return data
 
 
 def summarize(rows: dict[str, list[dict[str, Any]]], loads: list[list[float]], events: int,
@@ -137,7 +147,7 @@ def summarize(rows: dict[str, list[dict[str, Any]]], loads: list[list[float]], e
                      for r in runs],
         })
     return {"events": events, "rounds": rounds, "tls": tls, "body_bytes": size,
-            "bytes_per_event": size / events, "server": "benchmarks._replay (256 KiB chunks)",
+            "bytes_per_event": size / events,
             "loadavg_per_round": loads, "baseline": BASELINE, "results": out}
 
 
@@ -166,12 +176,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--tls", action="store_true", help="the replay server speaks TLS")
     p.add_argument("--clients", default=",".join(DEFAULT_CLIENTS))
     p.add_argument("--body", type=Path, help="reuse (or keep) the captured body here")
+    p.add_argument("--framing", choices=FRAMINGS, default="bulk",
+                   help="HTTP chunks of ~256 KiB (bulk), 2,048 bytes (go: kube-apiserver "
+                        "while events queue up) or one per event (event: kube-apiserver "
+                        "keeping up, and the simulator)")
     a = p.parse_args(argv)
     clients = [c.strip() for c in a.clients.split(",") if c.strip()]
     t0 = time.time()
-    data = run(a.events, a.objects, a.rounds, clients, a.tls, a.body)
+    data = run(a.events, a.objects, a.rounds, clients, a.tls, a.body, a.framing)
     data["seconds"] = time.time() - t0
-    path = save_results("watch-cpu-tls" if a.tls else "watch-cpu", data)
+    name = "watch-cpu" + ("-tls" if a.tls else "") + (
+        "" if a.framing == "bulk" else f"-{a.framing}-chunks")
+    path = save_results(name, data)
     print(table(data))
     print(f"\nresults: {path}", file=sys.stderr)
 

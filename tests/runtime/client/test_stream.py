@@ -32,13 +32,24 @@ def line(i: int, kind: str = "MODIFIED") -> bytes:
         "data": {"k": data}}}) + b"\n"
 
 
-def chunked(body: bytes, sizes: list[int]) -> bytes:
+# Every legal way to write a chunk's size line: lower and upper case hex, leading zeros, an
+# extension (the receiver has a fast path for the plain form and must agree with it).
+HEADER_FORMS = {
+    "plain": lambda n: b"%x" % n,
+    "upper": lambda n: b"%X" % n,
+    "zeros": lambda n: b"%012x" % n,
+    "extension": lambda n: b"%x;name=value" % n,
+}
+
+
+def chunked(body: bytes, sizes: list[int], forms: list[str] | None = None) -> bytes:
     out, i, n = [], 0, 0
     while i < len(body):
         size = sizes[n % len(sizes)] if sizes else len(body)
+        form = HEADER_FORMS[forms[n % len(forms)] if forms else "plain"]
         n += 1
         part = body[i:i + size]
-        out.append(b"%x\r\n%s\r\n" % (len(part), part))
+        out.append(b"%s\r\n%s\r\n" % (form(len(part)), part))
         i += size
     out.append(b"0\r\n\r\n")
     return b"".join(out)
@@ -114,16 +125,18 @@ def expected(indices: range | list[int]) -> list[tuple[str, str, str]]:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     count=st.integers(0, 40),
-    chunk_sizes=st.lists(st.integers(1, 700), min_size=1, max_size=8),
+    chunk_sizes=st.lists(st.integers(1, 2100), min_size=1, max_size=8),
+    forms=st.lists(st.sampled_from(sorted(HEADER_FORMS)), min_size=1, max_size=5),
     write_sizes=st.lists(st.integers(1, 3000), min_size=1, max_size=8),
     piece=st.integers(1, 5000),
     lazy=st.booleans(),
 )
 def test_any_chunking_and_read_splits_give_the_same_events(
-    count: int, chunk_sizes: list[int], write_sizes: list[int], piece: int, lazy: bool
+    count: int, chunk_sizes: list[int], forms: list[str], write_sizes: list[int], piece: int,
+    lazy: bool
 ) -> None:
     body = b"".join(line(i) for i in range(count))
-    data = HEAD + chunked(body, chunk_sizes)
+    data = HEAD + chunked(body, chunk_sizes, forms)
 
     async def scenario() -> list[tuple[str, str, str]]:
         got: list[tuple[str, str, str]] = []
@@ -172,6 +185,24 @@ async def test_a_cut_connection_delivers_what_came_then_fails() -> None:
                 await collect(stream, got)
     assert got == expected([1])
     assert info.value.reason == "ConnectionReset"
+
+
+@pytest.mark.parametrize("header", [b"zz", b"-5", b"8_00", b" 800", b""])
+async def test_a_malformed_chunk_header_after_good_chunks_fails_after_their_events(
+    header: bytes
+) -> None:
+    """Go-sized chunks (2,048 bytes, the receiver's fast path), then a bad size line: the
+    events before it arrive, then the watch fails as malformed (nothing after it is read)."""
+    good = b"".join(line(i) for i in range(20))
+    cut = len(good) - len(good) % 2048
+    data = HEAD + chunked(good[:cut], [2048])[:-5] + header + b"\r\n" + good[cut:] + b"\r\n"
+    got: list[tuple[str, str, str]] = []
+    async with raw_server(respond_with(data, [4096], close=False)) as client:
+        with pytest.raises(wk.InvalidResponse, match="malformed HTTP response"):
+            async with open_stream(client.transport, PATH) as stream:
+                await collect(stream, got)
+    whole = good[:cut].count(b"\n")
+    assert got == expected(range(whole))
 
 
 async def test_malformed_chunk_framing_is_an_invalid_response() -> None:
