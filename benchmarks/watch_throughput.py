@@ -232,8 +232,9 @@ def _c_watchkeeper_watcher(a: argparse.Namespace, m: Meter, lazy: bool = False,
             await api.resource()
             m.start()
             cfg = wk.WatchConfig(lazy_decode=lazy)
+            changes = (wk.Apply, wk.Delete)  # built once, as the peers' loops test ``KINDS``
             async for ev in wk.watcher(api, cfg, resource_version=a.rv):
-                if isinstance(ev, wk.Apply | wk.Delete):
+                if isinstance(ev, changes):
                     if read == "name":
                         touched += len(ev.name)
                     elif read == "obj":
