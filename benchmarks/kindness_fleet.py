@@ -1,17 +1,21 @@
-"""Kindness as a fleet: 10 watchers (ConfigMaps in 10 namespaces) on one Client, one outage.
+"""Kindness as a fleet: 10 watchers of 10 different resources on one Client, one outage.
+
+The watchers watch Secrets, ConfigMaps, Services, Pods, ServiceAccounts, Events, Leases,
+Deployments, StatefulSets and Jobs in one namespace (``--namespaces``: ConfigMaps in 10
+namespaces instead, as runs before 2026-12-05 did).
 
 The simulator refuses every connection for ``--duration`` seconds in its accept-and-reset
 form (``refuse(count_refused=True)``), so each connection attempt is counted. Reported per
 run: attempts during the outage, seconds from the fault's end to all 10 watches open again,
 and seconds from the circuit's close (the first successful request) to all 10 open. With
-``--forbid-one`` the first namespace answers 403 from the fault's end on: the other nine must
-come back as fast. ``--probe-max S`` sets the circuit's probe-step cap (``none``: the
-watcher's backoff alone), to show what the cap trades. ``--extra-max S`` ends each outage
-0..S s later (run i at random in the i-th of ``--runs`` equal slices; attempts still
-counted over ``--duration``), so the server returns at any moment of the probe schedule,
-not only at 60 s, where the default schedule tends to probe. Real time, simulator and
-client in this process, 127.0.0.1 only. Writes
-benchmarks/results/kindness-fleet[-403][-probe-max-S][-random-end]-<time>.json.
+``--forbid-one`` the first collection (Secrets: what RBAC most often withholds) answers 403
+from the fault's end on: the other nine must come back as fast. ``--probe-max S`` sets the
+circuit's probe-step cap (``none``: the watcher's backoff alone), to show what the cap
+trades. ``--extra-max S`` ends each outage 0..S s later (run i at random in the i-th of
+``--runs`` equal slices; attempts still counted over ``--duration``), so the server returns
+at any moment of the probe schedule, not only at 60 s, where the default schedule tends to
+probe. Real time, simulator and client in this process, 127.0.0.1 only. Writes
+benchmarks/results/kindness-fleet[-namespaces][-403][-probe-max-S][-random-end]-<time>.json.
 
     PYTHONPATH=src:sim python -m benchmarks.kindness_fleet [--duration 60] [--runs 5]
 """
@@ -29,7 +33,17 @@ from benchmarks._common import save_results
 from watchkeeper.client.circuit import PROBE_MAX, CircuitState
 from watchkeeper_sim import ApiServer
 
+NAMESPACE = "fleet"
+RESOURCES = ["secrets", "configmaps", "services", "pods", "serviceaccounts", "events",
+             "leases.coordination.k8s.io", "deployments.apps", "statefulsets.apps", "jobs.batch"]
 NAMESPACES = [f"team-{i}" for i in range(10)]
+
+
+def _apis(client: wk.Client, by_namespace: bool) -> list[wk.Api]:
+    """The ten watched collections; the first is the one ``--forbid-one`` forbids."""
+    if by_namespace:
+        return [client.api("configmaps", namespace=ns) for ns in NAMESPACES]
+    return [client.api(r, namespace=NAMESPACE) for r in RESOURCES]
 
 
 async def _consume(watch: wk.Watcher) -> None:
@@ -38,11 +52,12 @@ async def _consume(watch: wk.Watcher) -> None:
 
 
 async def one_run(duration: float, forbid_one: bool, probe_max: float | None,
-                  extra: float = 0.0) -> dict[str, float]:
+                  extra: float = 0.0, by_namespace: bool = False) -> dict[str, float]:
     async with ApiServer(bookmark_interval=30.0) as srv, srv.client() as client:
         client.circuit.probe_max = probe_max
-        watches = [wk.watcher(client.api("configmaps", ns), wk.WatchConfig(max_unhealthy=None))
-                   for ns in NAMESPACES]
+        apis = _apis(client, by_namespace)
+        forbidden = (await apis[0].resource()).path(apis[0].namespace)
+        watches = [wk.watcher(api, wk.WatchConfig(max_unhealthy=None)) for api in apis]
         tasks = [asyncio.create_task(_consume(w)) for w in watches]
         try:
             while srv.open_watches < len(watches):
@@ -55,8 +70,7 @@ async def one_run(duration: float, forbid_one: bool, probe_max: float | None,
             await asyncio.sleep(extra)  # the return at another moment of the probe schedule
             srv.faults.clear()
             if forbid_one:
-                prefix = f"/api/v1/namespaces/{NAMESPACES[0]}/"
-                srv.faults.error(403, "forbidden", path_prefix=prefix)
+                srv.faults.error(403, "forbidden", path_prefix=forbidden)
             cleared = time.monotonic()
             closed: float | None = None
             want = len(watches) - (1 if forbid_one else 0)
@@ -88,6 +102,8 @@ async def main() -> None:
                          "(attempts still counted in the first --duration), so the server "
                          "returns at a random moment of the probe schedule")
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--namespaces", action="store_true",
+                    help="ConfigMaps in 10 namespaces instead of 10 resources in one")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     probe_max = None if args.probe_max == "none" else float(args.probe_max)
@@ -96,7 +112,7 @@ async def main() -> None:
         # Stratified: run i ends in the i-th slice of 0..extra_max, at random within it, so a
         # few runs cover the probe schedule's phases evenly.
         extra = (i + rng.random()) * args.extra_max / args.runs
-        r = await one_run(args.duration, args.forbid_one, probe_max, extra)
+        r = await one_run(args.duration, args.forbid_one, probe_max, extra, args.namespaces)
         rows.append(r)
         print(f"run {i + 1}: outage {r['outage']:.1f} s, attempts {r['attempts']:.0f} "
               f"in the first {args.duration:g} s, all watching "
@@ -107,14 +123,17 @@ async def main() -> None:
         vals = [r[key] for r in rows]
         summary[key] = {"median": statistics.median(vals), "max": max(vals)}
         print(f"median {key}: {statistics.median(vals):.2f} (max {max(vals):.2f})")
-    name = "kindness-fleet" + ("-403" if args.forbid_one else "")
+    name = "kindness-fleet" + ("-namespaces" if args.namespaces else "") + (
+        "-403" if args.forbid_one else "")
     if probe_max != PROBE_MAX:
         name += f"-probe-max-{args.probe_max}"
     if args.extra_max:
         name += "-random-end"
     path = save_results(name, {"duration": args.duration, "extra_max": args.extra_max,
                                "seed": args.seed, "forbid_one": args.forbid_one,
-                               "probe_max": probe_max, "runs": rows, "summary": summary})
+                               "probe_max": probe_max, "runs": rows, "summary": summary,
+                               "watched": "configmaps in 10 namespaces" if args.namespaces
+                               else RESOURCES})
     print(f"results: {path}")
 
 
