@@ -42,6 +42,28 @@ def _pieces(body: bytes, framing: str) -> list[bytes]:
     return [body[i:i + size] for i in range(0, len(body), size)]
 
 
+# TLS 1.3 suites in the order Go's crypto/tls prefers them on a CPU with AES instructions, so
+# the replay server negotiates what a kube-apiserver would (AES-128-GCM); OpenSSL alone
+# picks AES-256-GCM. Python 3.11 cannot set TLS 1.3 suites, so OpenSSL's configuration
+# file does, through OPENSSL_CONF in the server's environment (``go_tls_env``).
+_GO_TLS_CONF = """openssl_conf = openssl_init
+[openssl_init]
+ssl_conf = ssl_sect
+[ssl_sect]
+system_default = system_default_sect
+[system_default_sect]
+Ciphersuites = TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256
+Options = ServerPreference
+"""
+
+
+def go_tls_env(tmp: Path) -> dict[str, str]:
+    """Environment for a replay server that chooses its TLS 1.3 suite as Go does."""
+    conf = tmp / "go-tls.cnf"
+    conf.write_text(_GO_TLS_CONF)
+    return {"OPENSSL_CONF": str(conf)}
+
+
 def framed(body: bytes, framing: str = "bulk") -> list[bytes]:
     """The body as HTTP/1.1 chunks (header, payload, CRLF), joined into ~256 KiB writes."""
     writes: list[bytes] = []

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import PYTHON, ROOT, fmt_num, markdown_table, run_child, save_results
-from benchmarks._replay import FRAMINGS
+from benchmarks._replay import FRAMINGS, go_tls_env
 
 BASELINE = "lightkube"
 DEFAULT_CLIENTS = (
@@ -58,13 +58,16 @@ def capture(events: int, objects: int, path: Path) -> dict[str, Any]:
 class Replay:
     """The replay server process."""
 
-    def __init__(self, body: Path, tls: bool, tmp: Path, framing: str = "bulk") -> None:
+    def __init__(self, body: Path, tls: bool, tmp: Path, framing: str = "bulk",
+                 tls_suites: str = "go") -> None:
         self.kubeconfig = tmp / ("replay-tls.kubeconfig" if tls else "replay.kubeconfig")
         cmd = [PYTHON, "-m", "benchmarks._replay", "--body", str(body),
                "--kubeconfig", str(self.kubeconfig), "--framing", framing] + (
                    ["--tls"] if tls else [])
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                                     env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+        if tls and tls_suites == "go":
+            env.update(go_tls_env(tmp))
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, env=env)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line.startswith("READY"):
@@ -76,7 +79,7 @@ class Replay:
 
 
 def run(events: int, objects: int, rounds: int, clients: list[str], tls: bool,
-        body_path: Path | None, framing: str = "bulk") -> dict[str, Any]:
+        body_path: Path | None, framing: str = "bulk", tls_suites: str = "go") -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="wk-cpu-") as tmp_s:
         tmp = Path(tmp_s)
         body = body_path or tmp / "watch-body.jsonl"
@@ -89,7 +92,7 @@ def run(events: int, objects: int, rounds: int, clients: list[str], tls: bool,
             meta_file.write_text(f"{rv0} {last_rv}")
         size = body.stat().st_size
         print(f"# capture: {size / 1e6:.1f} MB, {size / events:.0f} bytes/event", file=sys.stderr)
-        server = Replay(body, tls, tmp, framing)
+        server = Replay(body, tls, tmp, framing, tls_suites)
         rows: dict[str, list[dict[str, Any]]] = {c: [] for c in clients}
         loads: list[list[float]] = []
         try:
@@ -118,6 +121,8 @@ def run(events: int, objects: int, rounds: int, clients: list[str], tls: bool,
             server.stop()
     data = summarize(rows, loads, events, size, rounds, tls)
     data["framing"] = framing
+    if tls:
+        data["tls_suites"] = tls_suites
     data["server"] = f"benchmarks._replay (framing {framing})"
     return data
 
@@ -180,12 +185,17 @@ def main(argv: list[str] | None = None) -> None:
                    help="HTTP chunks of ~256 KiB (bulk), 2,048 bytes (go: kube-apiserver "
                         "while events queue up) or one per event (event: kube-apiserver "
                         "keeping up, and the simulator)")
+    p.add_argument("--tls-suites", choices=("go", "openssl"), default="go",
+                   help="the replay server picks its TLS 1.3 suite as Go does (AES-128-GCM, "
+                        "what a kube-apiserver negotiates) or as OpenSSL does (AES-256-GCM; "
+                        "runs before 2026-12-05)")
     a = p.parse_args(argv)
     clients = [c.strip() for c in a.clients.split(",") if c.strip()]
     t0 = time.time()
-    data = run(a.events, a.objects, a.rounds, clients, a.tls, a.body, a.framing)
+    data = run(a.events, a.objects, a.rounds, clients, a.tls, a.body, a.framing, a.tls_suites)
     data["seconds"] = time.time() - t0
     name = "watch-cpu" + ("-tls" if a.tls else "") + (
+        "-openssl-suites" if a.tls and a.tls_suites == "openssl" else "") + (
         "" if a.framing == "bulk" else f"-{a.framing}-chunks")
     path = save_results(name, data)
     print(table(data))
