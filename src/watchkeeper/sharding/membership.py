@@ -47,6 +47,11 @@ class _Observed:
     seen_at: float  # our clock, when the spec last changed (or when we first saw it)
     rv: str = ""  # the lease's resourceVersion as listed (a delete's precondition)
 
+    @property
+    def expires_at(self) -> float:
+        """Our clock when this lease may be judged dead if it does not change."""
+        return self.seen_at + self.duration
+
 
 @dataclass
 class ShardStatus:
@@ -119,7 +124,7 @@ class RingView:
     def next_expiry(self) -> float:
         """Our clock when the first live shard may be judged dead if its lease does not
         change meanwhile (infinity when none is live)."""
-        return min((o.seen_at + o.duration for o in self._observed.values()
+        return min((o.expires_at for o in self._observed.values()
                     if o.holder in self._live), default=math.inf)
 
     async def run(self) -> None:
@@ -164,7 +169,7 @@ class RingView:
         self._observed = current
         live = tuple(sorted(
             o.holder for o in current.values()
-            if o.holder and sent - o.seen_at <= o.duration
+            if o.holder and sent <= o.expires_at
         ))
         if live != self._live:
             log.info("ring %s: live shards %s (was %s)", self.sharding.ring,

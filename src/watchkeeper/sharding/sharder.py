@@ -79,6 +79,11 @@ class SharderStats:
     leases_deleted: int = 0  # dead shards forgotten once no object was labelled with them
 
 
+def _kid_key(index: int, key: str) -> str:
+    """A child object's key in ``_later`` and ``_failures`` (a primary's is its own key)."""
+    return f"#{index}:{key}"
+
+
 def _key(ns: str | None, name: str) -> str:
     return f"{ns}/{name}" if ns else name
 
@@ -213,7 +218,7 @@ class Sharder:
         m = table.pop(key, None)
         if m is None:
             return
-        self._failures.pop(key if index is None else f"#{index}:{key}", None)  # (gone)
+        self._failures.pop(key if index is None else _kid_key(index, key), None)  # (gone)
         if index is None:
             self._uids.pop(m.uid, None)
         elif m.owner_uid:
@@ -383,7 +388,7 @@ class Sharder:
         for index, key in kids:
             c = self._kids[index].get(key)
             if c is not None and (d := self._decide_child(c)) is not None:
-                jobs.append((self.children[index], c, d[0], d[1], f"#{index}:{key}"))
+                jobs.append((self.children[index], c, d[0], d[1], _kid_key(index, key)))
         if not jobs:
             return
         pending = iter(jobs)
