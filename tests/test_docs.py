@@ -69,6 +69,7 @@ MEASURED_INTERNALS = {
                                       "watchkeeper.client.api._decode_any"},
     "benchmarks/kindness_fleet.py": {"watchkeeper.client.circuit.CircuitState",
                                       "watchkeeper.client.circuit.PROBE_MAX"},
+    "benchmarks/chunk_framing.py": {"watchkeeper.client._http1"},
     # measures the simulator's write path with its old document copy
     "benchmarks/sim_writes.py": {"watchkeeper_sim.storage.fields",
                                  "watchkeeper_sim.storage.namespaces",
