@@ -12,7 +12,7 @@ written in ~256 KiB writes whatever the framing, so the server's CPU stays near 
   a chunk each time that buffer fills, and the watch handler flushes only when its channel
   is empty.
 - ``event``: one chunk per event, what kube-apiserver sends when the watch keeps up (a
-  flush after each event) and what the simulator always sends.
+  flush after each event), as the simulator does too.
 
     python -m benchmarks._replay --body FILE --kubeconfig OUT [--tls] [--framing bulk|go|event]
 

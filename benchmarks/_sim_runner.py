@@ -199,9 +199,9 @@ def _install_fast_replay() -> None:
 
     The stock ``WatchStream._event`` rebuilds and encodes each event for every watch; with
     it, each history line is encoded once, and the replay of ``sub.initial`` is written in
-    ~256 KB writes (many events per HTTP chunk, as kube-apiserver does when its buffer fills
-    faster than it flushes). Faults are not consulted on this path: use it only for
-    throughput runs.
+    ~256 KB writes (many events per HTTP chunk; kube-apiserver and the stock simulator send a
+    replay in 2,048-byte chunks, ``benchmarks._replay --framing go`` too). Faults are not
+    consulted on this path: use it only for throughput runs.
     """
     from watchkeeper_sim.api import watch as _watch
     from watchkeeper_sim.storage.registry import present

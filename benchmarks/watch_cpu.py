@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--framing", choices=FRAMINGS, default="bulk",
                    help="HTTP chunks of ~256 KiB (bulk), 2,048 bytes (go: kube-apiserver "
                         "while events queue up) or one per event (event: kube-apiserver "
-                        "keeping up, and the simulator)")
+                        "keeping up; the simulator frames both as it does)")
     p.add_argument("--tls-suites", choices=("go", "openssl"), default="go",
                    help="the replay server picks its TLS 1.3 suite as Go does (AES-128-GCM, "
                         "what a kube-apiserver negotiates) or as OpenSSL does (AES-256-GCM; "

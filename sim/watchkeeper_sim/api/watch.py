@@ -1,5 +1,8 @@
 """Serving one watch: chunked JSON lines, bookmarks, timeouts and stream faults.
 
+The lines go out in the HTTP chunks kube-apiserver sends (``wire.body.ChunkBuffer``): full
+2,048-byte chunks while events are queued, a flush once none is.
+
 Bookmarks carry the store's resourceVersion at a moment when this watch's queue was drained
 synchronously, so a bookmark never claims an event the client has not been sent.
 """
@@ -17,6 +20,7 @@ from watchkeeper_sim.model import JSON, ResourceType
 from watchkeeper_sim.storage.registry import present
 from watchkeeper_sim.storage.store import Subscription, WatchEvent
 from watchkeeper_sim.wire import http as _http
+from watchkeeper_sim.wire.body import ChunkBuffer
 from watchkeeper_sim.wire.http import BASE_HEADERS, encode
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
@@ -88,6 +92,7 @@ class WatchStream:
             status=200, headers={**BASE_HEADERS, "Content-Type": "application/json"}
         )
         self.resp.enable_chunked_encoding()
+        self.chunks = ChunkBuffer()
 
     async def start(self) -> web.StreamResponse:
         """Send the headers at once (clients wait for them before reading events)."""
@@ -111,8 +116,9 @@ class WatchStream:
 
     async def _line(self, line: JSON) -> None:
         if not self.faults.any_active:  # the common case: no fault lookups per event
-            await self._flush([self._encode(line)])
+            await self._send(self._encode(line))
             return
+        await self._flush()  # a fault's bytes go after everything sent before it
         await self._stall()
         if self.watch.aborted:
             raise _Aborted
@@ -150,31 +156,31 @@ class WatchStream:
         await self._line(self._event_line(ev))
 
     async def _replay(self, events: list[WatchEvent]) -> None:
-        """Send a replay (or initial state) as kube-apiserver does when it has more than
-        it can flush: many events per write. Line by line, with faults, while any is set."""
-        batch: list[bytes] = []
-        size = 0
+        """Send a replay (or initial state): the events queue up, so they go out in full
+        2,048-byte chunks (``ChunkBuffer``); the rest is flushed once nothing is queued."""
         for ev in events:
-            if self.faults.any_active:
-                await self._flush(batch)
-                batch, size = [], 0
-                await self._event(ev)
-                continue
-            data = self._encode(self._event_line(ev))
-            batch.append(data)
-            size += len(data)
-            if size >= 64 * 1024:
-                await self._flush(batch)
-                batch, size = [], 0
-        await self._flush(batch)
+            await self._event(ev)
 
-    async def _flush(self, batch: list[bytes]) -> None:
-        if not batch:
-            return
+    async def _send(self, data: bytes) -> None:
+        """One event line, through the response buffer as Go's net/http would send it."""
         if self.watch.aborted:
             raise _Aborted
-        await self.resp.write(b"".join(batch))
-        self.watch.events_sent += len(batch)
+        for chunk in self.chunks.write(data):
+            await self.resp.write(chunk)
+        self.watch.events_sent += 1
+
+    async def _flush(self) -> None:
+        """Send what the response buffer holds (the watch handler's ``Flush``)."""
+        data = self.chunks.flush()
+        if data:
+            if self.watch.aborted:
+                raise _Aborted
+            await self.resp.write(data)
+
+    async def _flush_if_idle(self) -> None:
+        """kube-apiserver flushes only when no further event is queued for this watch."""
+        if self.sub.queue.empty():
+            await self._flush()
 
     # ---- the loop --------------------------------------------------------------------------
 
@@ -193,12 +199,14 @@ class WatchStream:
             await self.start()
             self._maybe_reset()
             await self._replay(self.sub.initial)
+            await self._flush_if_idle()
             end_at: float | None = None
             if self.opts.initial_events_end and self.opts.bookmarks:
                 if self.opts.initial_events_end_delay > 0:
                     end_at = loop.time() + self.opts.initial_events_end_delay
                 else:
                     await self._line(bookmark(self.rt, self.sub.start_rv, True))
+                    await self._flush_if_idle()
             while not self.stopping.is_set():
                 now = loop.time()
                 wake = min(t for t in (deadline, next_bm, lead_at, end_at, now + 0.5)
@@ -231,7 +239,9 @@ class WatchStream:
                 if ev is None:
                     break
                 await self._event(ev)
+                await self._flush_if_idle()
             if not self.watch.aborted:
+                await self._flush()
                 await self.resp.write_eof()
         except (_Aborted, ConnectionError, RuntimeError):
             # RuntimeError: aiohttp refuses writes after the transport closed
@@ -262,4 +272,5 @@ class WatchStream:
                 return False
             await self._event(ev)
         await self._line(bookmark(self.rt, rv, initial_end))
+        await self._flush_if_idle()
         return True

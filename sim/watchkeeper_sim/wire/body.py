@@ -53,3 +53,41 @@ def chunk(request: web.Request, resp: web.StreamResponse) -> None:
             and "Content-Encoding" not in resp.headers and resp.status not in (204, 304) \
             and request.method != "HEAD":
         resp.enable_chunked_encoding()
+
+
+class ChunkBuffer:
+    """What Go's net/http puts between a streaming handler and the wire: a 2,048-byte buffer
+    (``bufio.Writer`` over the chunk writer) that goes out as one HTTP chunk each time it
+    fills or the handler flushes. kube-apiserver's watch handler writes each event in one
+    write and flushes only when no further event is queued, so a watch that is behind
+    arrives in 2,048-byte chunks and one that keeps up in one chunk per event. A write
+    larger than the buffer, made while the buffer is empty, goes out whole as one chunk
+    (bufio writes it directly)."""
+
+    __slots__ = ("_held", "size")
+
+    def __init__(self, size: int = CHUNKING_THRESHOLD) -> None:
+        self.size = size
+        self._held = bytearray()
+
+    def write(self, data: bytes) -> list[bytes]:
+        """The chunks that must go out now, in order; the rest stays buffered."""
+        out: list[bytes] = []
+        held, size = self._held, self.size
+        while len(data) > size - len(held):
+            if not held:
+                out.append(data)
+                return out
+            room = size - len(held)
+            held += data[:room]
+            out.append(bytes(held))
+            held.clear()
+            data = data[room:]
+        held += data
+        return out
+
+    def flush(self) -> bytes:
+        """What is buffered (b"" if nothing), as the chunk a flush sends."""
+        data = bytes(self._held)
+        self._held.clear()
+        return data
