@@ -14,7 +14,12 @@ written in ~256 KiB writes whatever the framing, so the server's CPU stays near 
 - ``event``: one chunk per event, what kube-apiserver sends when the watch keeps up (a
   flush after each event), as the simulator does too.
 
+With ``--pace N`` the server sends one event per chunk, N events a second, each chunk in a
+write of its own: a watch that keeps up with a cluster making N changes a second (the
+client waits for each event, as it mostly does in production).
+
     python -m benchmarks._replay --body FILE --kubeconfig OUT [--tls] [--framing bulk|go|event]
+                                 [--pace EVENTS_PER_S]
 
 Prints ``READY <port>`` when listening. Any other request gets a 404 Status.
 """
@@ -80,7 +85,28 @@ def framed(body: bytes, framing: str = "bulk") -> list[bytes]:
     return writes
 
 
-async def serve(chunks: list[bytes], ctx: ssl.SSLContext | None) -> asyncio.Server:
+def paced(body: bytes) -> list[bytes]:
+    """One HTTP chunk per event, each its own write (``serve`` spaces them out)."""
+    return [b"%x\r\n%s\r\n" % (len(line), line) for line in body.splitlines(keepends=True)] + [
+        b"0\r\n\r\n"]
+
+
+async def _send_paced(writer: asyncio.StreamWriter, chunks: list[bytes], pace: float) -> None:
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    for i, c in enumerate(chunks):
+        ahead = start + i / pace - loop.time()
+        if ahead > 0.001:  # sleep in steps of a millisecond or more; send what is due
+            await asyncio.sleep(ahead)
+        if writer.is_closing():
+            return
+        writer.write(c)
+        if writer.transport.get_write_buffer_size() > CHUNK:
+            await writer.drain()
+
+
+async def serve(chunks: list[bytes], ctx: ssl.SSLContext | None,
+                pace: float | None = None) -> asyncio.Server:
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await reader.readuntil(b"\r\n\r\n")
@@ -88,9 +114,12 @@ async def serve(chunks: list[bytes], ctx: ssl.SSLContext | None) -> asyncio.Serv
             if b"watch=true" in target or b"watch=1" in target:
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                              b"Transfer-Encoding: chunked\r\n\r\n")
-                for c in chunks:
-                    writer.write(c)
-                    await writer.drain()
+                if pace:
+                    await _send_paced(writer, chunks, pace)
+                else:
+                    for c in chunks:
+                        writer.write(c)
+                        await writer.drain()
             else:
                 writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\n"
                              b"Content-Length: %d\r\n\r\n%s" % (len(_404), _404))
@@ -124,8 +153,11 @@ def main() -> None:
     p.add_argument("--kubeconfig", required=True)
     p.add_argument("--tls", action="store_true")
     p.add_argument("--framing", choices=FRAMINGS, default="bulk")
+    p.add_argument("--pace", type=float, help="events a second, one chunk each (a watch "
+                   "that keeps up); --framing is then ignored")
     a = p.parse_args()
-    chunks = framed(Path(a.body).read_bytes(), a.framing)
+    body = Path(a.body).read_bytes()
+    chunks = paced(body) if a.pace else framed(body, a.framing)
     ctx: ssl.SSLContext | None = None
     ca_pem: bytes | None = None
     if a.tls:
@@ -145,7 +177,7 @@ def main() -> None:
         Path(a.kubeconfig).write_text(yaml.safe_dump(kubeconfig(url, ca_pem)))
 
     async def run() -> None:
-        server = await serve(chunks, ctx)
+        server = await serve(chunks, ctx, a.pace)
         port = server.sockets[0].getsockname()[1]
         write_kubeconfig(port)
         print(f"READY {port}", flush=True)

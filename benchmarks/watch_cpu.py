@@ -10,10 +10,11 @@ recorded per round. The client code is ``benchmarks.watch_throughput``'s.
 
 With ``--framing go`` or ``event`` the replay server cuts the same bytes into the HTTP
 chunks a kube-apiserver sends (see ``benchmarks._replay``); the default, ``bulk``, is ~256
-KiB chunks.
+KiB chunks. With ``--pace N`` it sends N events a second, one chunk each: a watch that keeps
+up, where each client waits for each event (use ``--events`` of a few seconds' worth).
 
     python -m benchmarks.watch_cpu [--events 100000] [--rounds 7] [--tls] [--clients a,b]
-                                   [--framing bulk|go|event] [--body FILE]
+                                   [--framing bulk|go|event] [--pace N] [--body FILE]
 """
 
 from __future__ import annotations
@@ -59,11 +60,11 @@ class Replay:
     """The replay server process."""
 
     def __init__(self, body: Path, tls: bool, tmp: Path, framing: str = "bulk",
-                 tls_suites: str = "go") -> None:
+                 tls_suites: str = "go", pace: float | None = None) -> None:
         self.kubeconfig = tmp / ("replay-tls.kubeconfig" if tls else "replay.kubeconfig")
         cmd = [PYTHON, "-m", "benchmarks._replay", "--body", str(body),
                "--kubeconfig", str(self.kubeconfig), "--framing", framing] + (
-                   ["--tls"] if tls else [])
+                   ["--tls"] if tls else []) + (["--pace", str(pace)] if pace else [])
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
         if tls and tls_suites == "go":
             env.update(go_tls_env(tmp))
@@ -79,7 +80,8 @@ class Replay:
 
 
 def run(events: int, objects: int, rounds: int, clients: list[str], tls: bool,
-        body_path: Path | None, framing: str = "bulk", tls_suites: str = "go") -> dict[str, Any]:
+        body_path: Path | None, framing: str = "bulk", tls_suites: str = "go",
+        pace: float | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="wk-cpu-") as tmp_s:
         tmp = Path(tmp_s)
         body = body_path or tmp / "watch-body.jsonl"
@@ -92,7 +94,7 @@ def run(events: int, objects: int, rounds: int, clients: list[str], tls: bool,
             meta_file.write_text(f"{rv0} {last_rv}")
         size = body.stat().st_size
         print(f"# capture: {size / 1e6:.1f} MB, {size / events:.0f} bytes/event", file=sys.stderr)
-        server = Replay(body, tls, tmp, framing, tls_suites)
+        server = Replay(body, tls, tmp, framing, tls_suites, pace)
         rows: dict[str, list[dict[str, Any]]] = {c: [] for c in clients}
         loads: list[list[float]] = []
         try:
@@ -123,7 +125,9 @@ def run(events: int, objects: int, rounds: int, clients: list[str], tls: bool,
     data["framing"] = framing
     if tls:
         data["tls_suites"] = tls_suites
-    data["server"] = f"benchmarks._replay (framing {framing})"
+    data["server"] = (f"benchmarks._replay (paced: {pace:g} events/s, one chunk each)" if pace
+                      else f"benchmarks._replay (framing {framing})")
+    data["pace_events_per_s"] = pace
     return data
 
 
@@ -189,13 +193,18 @@ def main(argv: list[str] | None = None) -> None:
                    help="the replay server picks its TLS 1.3 suite as Go does (AES-128-GCM, "
                         "what a kube-apiserver negotiates) or as OpenSSL does (AES-256-GCM; "
                         "runs before 2026-12-05)")
+    p.add_argument("--pace", type=float,
+                   help="events a second, one chunk each (a watch that keeps up); "
+                        "--framing is then ignored")
     a = p.parse_args(argv)
     clients = [c.strip() for c in a.clients.split(",") if c.strip()]
     t0 = time.time()
-    data = run(a.events, a.objects, a.rounds, clients, a.tls, a.body, a.framing, a.tls_suites)
+    data = run(a.events, a.objects, a.rounds, clients, a.tls, a.body, a.framing, a.tls_suites,
+               a.pace)
     data["seconds"] = time.time() - t0
     name = "watch-cpu" + ("-tls" if a.tls else "") + (
         "-openssl-suites" if a.tls and a.tls_suites == "openssl" else "") + (
+        f"-paced-{a.pace:g}" if a.pace else
         "" if a.framing == "bulk" else f"-{a.framing}-chunks")
     path = save_results(name, data)
     print(table(data))
