@@ -26,7 +26,6 @@ import os
 import socket
 import ssl
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,36 +33,28 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import PYTHON, ROOT, markdown_table, save_results
-from benchmarks._replay import go_tls_env
+from benchmarks._common import ROOT, markdown_table, save_results
+from benchmarks.watch_cpu import Replay
 
 REQUEST = b"GET /api/v1/namespaces/watch/configmaps?watch=true HTTP/1.1\r\nHost: replay\r\n\r\n"
 BUFFER = 2 << 20
 
 
 class _Server:
-    """One replay server process (plain or TLS) and how to reach it."""
+    """A replay server (``watch_cpu.Replay``, 2,048-byte chunks) and the TLS context that
+    trusts it (None for plain HTTP)."""
 
     def __init__(self, body: Path, tls: bool, tmp: Path) -> None:
         import yaml
 
-        kubeconfig = tmp / f"replay-{'tls' if tls else 'plain'}.kubeconfig"
-        env = {**os.environ, **(go_tls_env(tmp) if tls else {})}
-        cmd = [PYTHON, "-m", "benchmarks._replay", "--body", str(body),
-               "--kubeconfig", str(kubeconfig), "--framing", "go"] + (["--tls"] if tls else [])
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line.startswith("READY"):
-            raise RuntimeError(f"replay server did not start: {line!r}")
-        self.port = int(line.split()[1])
-        cluster = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]
+        self.replay = Replay(body, tls, tmp, "go")
+        self.port = self.replay.port
+        cluster = yaml.safe_load(self.replay.kubeconfig.read_text())["clusters"][0]["cluster"]
         ca = cluster.get("certificate-authority-data")
         self.ctx = ssl.create_default_context(cadata=base64.b64decode(ca).decode()) if ca else None
 
     def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(10)
+        self.replay.stop()
 
 
 class _Counter(asyncio.BufferedProtocol):

@@ -73,6 +73,7 @@ class Replay:
         line = self.proc.stdout.readline()
         if not line.startswith("READY"):
             raise RuntimeError(f"replay server did not start: {line!r}")
+        self.port = int(line.split()[1])
 
     def stop(self) -> None:
         self.proc.terminate()

@@ -199,14 +199,12 @@ class WatchStream:
             await self.start()
             self._maybe_reset()
             await self._replay(self.sub.initial)
-            await self._flush_if_idle()
             end_at: float | None = None
             if self.opts.initial_events_end and self.opts.bookmarks:
                 if self.opts.initial_events_end_delay > 0:
                     end_at = loop.time() + self.opts.initial_events_end_delay
                 else:
                     await self._line(bookmark(self.rt, self.sub.start_rv, True))
-                    await self._flush_if_idle()
             while not self.stopping.is_set():
                 now = loop.time()
                 wake = min(t for t in (deadline, next_bm, lead_at, end_at, now + 0.5)
@@ -230,6 +228,7 @@ class WatchStream:
                     if not await self._bookmark():
                         break
                     continue
+                await self._flush_if_idle()  # the only place the stream waits for events
                 try:
                     ev: WatchEvent | None = await asyncio.wait_for(
                         self.sub.queue.get(), max(0.001, wake - now)  # >0: no spin on virtual time
@@ -239,7 +238,6 @@ class WatchStream:
                 if ev is None:
                     break
                 await self._event(ev)
-                await self._flush_if_idle()
             if not self.watch.aborted:
                 await self._flush()
                 await self.resp.write_eof()
@@ -272,5 +270,4 @@ class WatchStream:
                 return False
             await self._event(ev)
         await self._line(bookmark(self.rt, rv, initial_end))
-        await self._flush_if_idle()
         return True
