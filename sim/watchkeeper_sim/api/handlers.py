@@ -10,11 +10,13 @@ representation the Accept header negotiates (JSON, YAML, Table, PartialObjectMet
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
 
 from watchkeeper_sim import status as _status
 from watchkeeper_sim.api.represent import (
@@ -28,6 +30,7 @@ from watchkeeper_sim.api.represent import (
 from watchkeeper_sim.api.watch import OpenWatch, WatchOptions, WatchStream
 from watchkeeper_sim.faults import Faults, RequestInfo
 from watchkeeper_sim.model import JSON, ResourceType
+from watchkeeper_sim.storage import metavalid as _metavalid
 from watchkeeper_sim.storage import validation as _validation
 from watchkeeper_sim.storage.registry import Registry, present
 from watchkeeper_sim.storage.selectors import SelectorError, matcher
@@ -108,15 +111,133 @@ def validate_list_options(q: Any, watch: bool, gate: bool) -> list[JSON]:
     return causes
 
 
+_GO_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def _go_int(raw: str) -> int:
+    """A query integer as the parameter codec reads it (Go ``strconv.ParseInt(s, 10, 64)``):
+    ASCII digits only (no "1.5", "nan", "1_0", spaces or other scripts' digits), int64 range;
+    a 400 with Go's wording otherwise."""
+    if not _GO_INT.fullmatch(raw):
+        raise StoreError(_status.bad_request(
+            f'strconv.ParseInt: parsing "{raw}": invalid syntax'))
+    value = int(raw)
+    if not -(2**63) <= value < 2**63:
+        raise StoreError(_status.bad_request(
+            f'strconv.ParseInt: parsing "{raw}": value out of range'))
+    return value
+
+
+_DECIMAL = re.compile(r"[+-]?[0-9]+\.[0-9]+")
+
+
+def _timeout_seconds(raw: str) -> float:
+    """timeoutSeconds: an int64 like kube-apiserver's, plus plain decimal fractions ("0.3"),
+    a simulator extension its tests use for short watches. Never "nan" or "inf" (float()
+    took those: "nan" made a watch that never ended and woke every millisecond)."""
+    if _DECIMAL.fullmatch(raw) and abs(float(raw)) < 2**63:
+        return float(raw)
+    return float(_go_int(raw))
+
+
 def _int_param(q: Any, name: str) -> int:
     raw = q.get(name, "")
     if raw == "":
         return 0
-    try:
-        return int(raw)
-    except ValueError:
-        raise StoreError(_status.bad_request(
-            f'strconv.ParseInt: parsing "{raw}": invalid syntax')) from None
+    return _go_int(raw)
+
+
+def _go_quote(text: str) -> str:
+    """Go's %q of a string (how field errors print an invalid value)."""
+    out = []
+    for c in text:
+        if c in '"\\':
+            out.append("\\" + c)
+        elif c.isprintable():
+            out.append(c)
+        elif c in "\n\t\r":
+            out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r"}[c])
+        elif ord(c) < 0x80:
+            out.append(f"\\x{ord(c):02x}")
+        elif ord(c) < 0x10000:
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            out.append(f"\\U{ord(c):08x}")
+    return '"' + "".join(out) + '"'
+
+
+def _string_slice(values: list[str]) -> str:
+    """Go's %#v of a []string."""
+    return "[]string{" + ", ".join(_go_quote(v) for v in values) + "}"
+
+
+def dry_run_causes(values: list[str]) -> list[JSON]:
+    """ValidateDryRun: every dryRun value must be "All" (a 422 otherwise, never a write)."""
+    if all(v == "All" for v in values):
+        return []
+    return [_cause("dryRun", "FieldValueNotSupported",
+                   f'Unsupported value: {_string_slice(values)}: supported values: "All"')]
+
+
+def field_manager_causes(value: str) -> list[JSON]:
+    """ValidateFieldManager: at most 128 bytes, printable characters only."""
+    causes: list[JSON] = []
+    if len(value.encode("utf-8", "surrogatepass")) > 128:
+        causes.append(_cause("fieldManager", "FieldValueTooLong",
+                             "Too long: must have at most 128 bytes"))
+    position = 0  # Go ranges over a string by byte offset
+    for c in value:
+        if not c.isprintable():
+            causes.append(_cause(
+                "fieldManager", "FieldValueInvalid",
+                f"Invalid value: {_go_quote(value)}: invalid character U+{ord(c):04X} "
+                f"(at position {position})"))
+        position += len(c.encode("utf-8", "surrogatepass"))
+    return causes
+
+
+_PROPAGATION = ("Foreground", "Background", "Orphan")
+# DeleteOptions fields, the JSON type each must have, its Go type
+_DELETE_OPTION_TYPES: tuple[tuple[str, type, str], ...] = (
+    ("gracePeriodSeconds", int, "int64"), ("orphanDependents", bool, "bool"),
+    ("propagationPolicy", str, "v1.DeletionPropagation"), ("dryRun", list, "[]string"),
+    ("preconditions", dict, "v1.Preconditions"),
+)
+
+
+def delete_options_error(opts: Any) -> str | None:
+    """What kube-apiserver 1.28 answers (as a reason-less 500, kubernetes#132359, 400 only
+    from 1.35) for a DeleteOptions body of the wrong JSON types; None when it decodes."""
+    if opts is None:
+        return None
+    if not isinstance(opts, dict):
+        return ("couldn't get version/kind; json parse error: json: cannot unmarshal "
+                f"{_metavalid.json_type(opts)} into Go value of type struct {{ APIVersion string "
+                '"json:\\"apiVersion,omitempty\\""; Kind string "json:\\"kind,omitempty\\"" }')
+
+    def wrong(value: Any, field: str, go_type: str, struct: str = "DeleteOptions") -> str:
+        return (f"json: cannot unmarshal {_metavalid.json_type(value)} into Go struct field "
+                f"{struct}.{field} of type {go_type}")
+
+    for field, want, go_type in _DELETE_OPTION_TYPES:
+        value: Any = opts.get(field)
+        if value is None:
+            continue
+        ok = isinstance(value, want) and not (want is int and isinstance(value, bool))
+        if want is int and isinstance(value, float) and value.is_integer():
+            ok = True
+        if not ok:
+            return wrong(value, field, go_type)
+        if field == "dryRun":
+            for item in value:
+                if item is not None and not isinstance(item, str):
+                    return wrong(item, field, "string")
+        if field == "preconditions":
+            for key, go in (("uid", "types.UID"), ("resourceVersion", "string")):
+                item = value.get(key)
+                if item is not None and not isinstance(item, str):
+                    return wrong(item, f"preconditions.{key}", go, "Preconditions")
+    return None
 
 
 def _warned(resp: web.Response, check: _validation.FieldCheck) -> web.Response:
@@ -231,7 +352,8 @@ class Handlers:
                      ) -> _validation.FieldCheck:
         """The request's fieldValidation (default Warn); 422 on {options} for a bad value."""
         value = q.get("fieldValidation")
-        causes = (causes or []) + _validation.directive_causes(value)
+        causes = ((causes or []) + field_manager_causes(q.get("fieldManager", ""))
+                  + dry_run_causes(q.getall("dryRun", [])) + _validation.directive_causes(value))
         if causes:
             raise StoreError(_status.invalid_options(options, causes))
         return _validation.FieldCheck(directive=value or "Warn")
@@ -251,11 +373,16 @@ class Handlers:
             raise StoreError(_status.entity_too_large(limit))
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.content.iter_chunked(65536):
-            size += len(chunk)
-            if size > limit:
-                raise StoreError(_status.entity_too_large(limit))
-            chunks.append(chunk)
+        try:
+            async for chunk in request.content.iter_chunked(65536):
+                size += len(chunk)
+                if size > limit:
+                    raise StoreError(_status.entity_too_large(limit))
+                chunks.append(chunk)
+        except RequestPayloadError as exc:  # e.g. "Content-Encoding: gzip" that is not gzip
+            raise StoreError(_status.bad_request(
+                "unable to read the request body: "
+                + str(exc).strip().splitlines()[-1].strip())) from None
         return b"".join(chunks)
 
     # ---- list & watch ----------------------------------------------------------------------
@@ -315,11 +442,7 @@ class Handlers:
         send_initial = sie_raw is not None and _http.param_true(sie_raw)
         timeout: float | None = self.opts.default_watch_timeout
         if q.get("timeoutSeconds"):
-            try:
-                timeout = float(q["timeoutSeconds"])
-            except ValueError:
-                raise StoreError(_status.bad_request(
-                    f'strconv.ParseInt: parsing "{q["timeoutSeconds"]}": invalid syntax')) from None
+            timeout = _timeout_seconds(q["timeoutSeconds"])
         since: int | None
         if sie_raw is not None and not send_initial and rv in ("", "0"):
             since = self.store.rv  # sendInitialEvents=false: only changes from now on
@@ -395,12 +518,25 @@ class Handlers:
         opts: JSON = {}
         if raw.strip():
             decoded = _http.decode_json(raw, "DeleteOptions")
+            wrong = delete_options_error(decoded)
+            if wrong is not None:
+                raise StoreError(_status.internal(wrong))
             if isinstance(decoded, dict):
                 opts = decoded
         pre = opts.get("preconditions") or {}
         q = request.query
         propagation = q.get("propagationPolicy") or opts.get("propagationPolicy") or ""
-        dry = dry_run or "All" in (opts.get("dryRun") or [])
+        dry_values = q.getall("dryRun", []) or [v for v in opts.get("dryRun") or [] if v]
+        causes = []
+        if propagation and propagation not in _PROPAGATION:  # ValidateDeleteOptions
+            causes.append(_cause(
+                "propagationPolicy", "FieldValueNotSupported",
+                f'Unsupported value: {_go_quote(propagation)}: supported values: '
+                '"Foreground", "Background", "Orphan", "nil"'))
+        causes += dry_run_causes(dry_values)
+        if causes:
+            raise StoreError(_status.invalid_options("DeleteOptions", causes))
+        dry = dry_run or "All" in dry_values
         body = self.registry.delete(
             rt, ns, name, uid=str(pre.get("uid") or ""),
             resource_version=str(pre.get("resourceVersion") or ""),

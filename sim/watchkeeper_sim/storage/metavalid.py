@@ -130,3 +130,60 @@ def data_causes(rt: ResourceType, obj: JSON) -> list[JSON]:
         for key in _strings(obj.get(name)):
             causes += _invalid(f"{name}[{key}]", key, _config_key_errors(key))
     return causes
+
+
+# ---- types: what decoding into the Go ObjectMeta refuses ---------------------------------------
+
+_META_STRINGS = ("name", "generateName", "namespace", "uid", "resourceVersion", "selfLink")
+_STRING_MAPS = ("labels", "annotations")
+
+
+def json_type(value: Any) -> str:
+    """How Go's encoding/json names a JSON value in an UnmarshalTypeError (a fraction is
+    named with its value: "number 1.5")."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, float) and not value.is_integer():
+        return f"number {value}"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _unmarshal(value: Any, where: str, go_type: str) -> str:
+    return (f"json: cannot unmarshal {json_type(value)} into Go struct field {where} "
+            f"of type {go_type}")
+
+
+def type_error(obj: JSON, kind: str) -> str | None:
+    """The first error decoding ``obj`` into its Go type would report for metadata of the
+    wrong JSON type (null is allowed: it leaves the zero value), or None. Without this check
+    a label list was stored and broke every later label selector (and watch) on its kind."""
+    meta = obj.get("metadata")
+    if meta is None:
+        return None
+    if not isinstance(meta, dict):
+        return _unmarshal(meta, f"{kind}.metadata", "v1.ObjectMeta")
+    for name in _META_STRINGS:
+        value = meta.get(name)
+        if value is not None and not isinstance(value, str):
+            return _unmarshal(value, f"ObjectMeta.metadata.{name}", "string")
+    for name in _STRING_MAPS:
+        value = meta.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            return _unmarshal(value, f"ObjectMeta.metadata.{name}", "map[string]string")
+        for item in value.values():
+            if item is not None and not isinstance(item, str):
+                return _unmarshal(item, f"ObjectMeta.metadata.{name}", "string")
+    finalizers = meta.get("finalizers")
+    if finalizers is not None:
+        if not isinstance(finalizers, list):
+            return _unmarshal(finalizers, "ObjectMeta.metadata.finalizers", "[]string")
+        for item in finalizers:
+            if item is not None and not isinstance(item, str):
+                return _unmarshal(item, "ObjectMeta.metadata.finalizers", "string")
+    return None

@@ -33,7 +33,9 @@ def merge_patch(target: Any, patch: Any) -> Any:
 # ---- RFC 6902 -------------------------------------------------------------------------------
 
 
-def _pointer(path: str) -> list[str]:
+def _pointer(path: Any) -> list[str]:
+    if not isinstance(path, str):
+        raise PatchError(f"invalid JSON pointer {path!r}")
     if path == "":
         return []
     if not path.startswith("/"):

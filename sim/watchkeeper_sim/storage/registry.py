@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
 import re
 import time
@@ -149,6 +150,10 @@ class Registry:
             raise StoreError(_status.bad_request(
                 f'{kind} in version "{version}" cannot be handled as a {rt.kind}: converting '
                 f"({version}.{kind}) to ({internal}.{rt.kind}): unknown conversion"))
+        wrong = _metavalid.type_error(body, rt.kind)
+        if wrong is not None:
+            raise StoreError(_status.bad_request(
+                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {wrong}'))
         return clone(body)
 
     def _schema(self, rt: ResourceType) -> JSON | None:
@@ -453,6 +458,15 @@ class Registry:
                 {})) from None
         if not isinstance(new, dict):
             raise StoreError(_status.bad_request("the patch did not produce an object"))
+        wrong = _metavalid.type_error(new, rt.kind)
+        if wrong is not None:  # the patched object does not decode: 422 on "patch"
+            patched = json.dumps(json.dumps(new, separators=(",", ":"), ensure_ascii=False),
+                                 ensure_ascii=False)
+            cause = _status.cause("FieldValueInvalid", f"Invalid value: {patched}: {wrong}",
+                                  "patch")
+            raise StoreError(_status.status(
+                422, "Invalid", f' "" is invalid: patch: {cause["message"]}',
+                {"causes": [cause]}))
         self._check_patched(rt, namespace, name, new)
         new = clone(new)
         self._decode(rt, new, check, whole_body=False)

@@ -164,6 +164,8 @@ def parse_labels(text: str) -> list[Requirement]:
 
 def labels_match(reqs: list[Requirement], obj: JSON) -> bool:
     labels = (obj.get("metadata") or {}).get("labels") or {}
+    if not isinstance(labels, dict):
+        labels = {}
     return all(r.matches(labels) for r in reqs)
 
 

@@ -179,7 +179,8 @@ def decode_continue(token: str) -> tuple[int, str]:
         start = str(data["start"])
         if data.get("v") != "meta.k8s.io/v1":
             raise ValueError("unsupported version")
-    except (ValueError, KeyError, TypeError, binascii.Error) as exc:
+    except (ValueError, KeyError, TypeError, OverflowError, RecursionError,
+            binascii.Error) as exc:  # rv 1e999: OverflowError; [[[[...: RecursionError
         raise StoreError(_status.bad_request(
             f"invalid continue token: continue key is not valid: {exc}")) from None
     return rv, start

@@ -172,26 +172,114 @@ def media_type(request: web.Request) -> str:
     return raw.split(";")[0].strip().lower()
 
 
+MAX_DEPTH = 200
+"""How deeply a request body may nest. kube-apiserver's JSON decoder stops at 10,000 levels
+(Go encoding/json); the simulator's Python recursion (copying, field tracking, YAML output)
+does not reach that far, so it answers a deeper body with the same 400 instead of a 500."""
+
+
+class _BodyError(ValueError):
+    """A decoded body the apiserver would refuse; the message is its parse error."""
+
+
+def _unrecognized(kind: str, fmt: str, detail: str) -> StoreError:
+    return StoreError(_status.bad_request(
+        f"the object provided is unrecognized (must be of type {kind}): couldn't get "
+        f"version/kind; {fmt} parse error: {detail}"))
+
+
+def _check_depth(value: Any, depth: int = 0) -> None:
+    if depth > MAX_DEPTH:
+        raise _BodyError("exceeded max depth")
+    if isinstance(value, dict):
+        for v in value.values():
+            if isinstance(v, (dict, list)):
+                _check_depth(v, depth + 1)
+    elif isinstance(value, list):
+        for v in value:
+            if isinstance(v, (dict, list)):
+                _check_depth(v, depth + 1)
+
+
 def decode_json(raw: bytes, kind: str) -> Any:
     """JSON body -> value; 400 with the apiserver's decode-error wording (file 092)."""
     try:
-        return msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:
+        value = msgspec.json.decode(raw)
+        _check_depth(value)
+        return value
+    except (msgspec.DecodeError, RecursionError, _BodyError) as exc:
         text = raw.decode("utf-8", "replace")
         snippet = text[:30] + " ..." if len(text) > 30 else text
-        detail = "unexpected end of JSON input" if "truncated" in str(exc) else str(exc)
-        raise StoreError(_status.bad_request(
-            f"the object provided is unrecognized (must be of type {kind}): couldn't get "
-            f"version/kind; json parse error: {detail} ({snippet})")) from None
+        if isinstance(exc, RecursionError):
+            detail = "exceeded max depth"
+        else:
+            detail = "unexpected end of JSON input" if "truncated" in str(exc) else str(exc)
+        raise _unrecognized(kind, "json", f"{detail} ({snippet})") from None
+
+
+class _YamlLoader(yaml.SafeLoader):
+    """YAML as sigs.k8s.io/yaml reads it for the apiserver: an unquoted date stays a string."""
+
+
+_YamlLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def _yaml_key(key: Any) -> str:
+    """sigs.k8s.io/yaml's YAMLToJSON turns non-string map keys into strings."""
+    if isinstance(key, str):
+        return _yaml_str(key)
+    if key is None:
+        return "null"
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if isinstance(key, (int, float)):
+        return format(key, "g") if isinstance(key, float) else str(key)
+    raise _BodyError(f"unsupported map key of type {type(key).__name__}")
+
+
+def _yaml_str(text: str) -> str:
+    # lone surrogates ("\ud800") cannot be encoded as UTF-8: Go decodes them as U+FFFD
+    return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text) \
+        if any("\ud800" <= c <= "\udfff" for c in text) else text
+
+
+def _yaml_json(value: Any, depth: int, budget: list[int]) -> Any:
+    """The JSON value YAMLToJSON makes of a loaded YAML document (keys as strings, no
+    NaN/Inf); refuses cycles, nesting beyond MAX_DEPTH and alias expansion beyond
+    ``budget`` nodes (go-yaml: "document contains excessive aliasing")."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise _BodyError("yaml: document contains excessive aliasing")
+    if depth > MAX_DEPTH:
+        raise _BodyError("exceeded max depth")
+    if isinstance(value, dict):
+        return {_yaml_key(k): _yaml_json(v, depth + 1, budget) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):  # !!set: a map of nulls
+        return {_yaml_key(k): None for k in value}
+    if isinstance(value, (list, tuple)):
+        return [_yaml_json(v, depth + 1, budget) for v in value]
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        raise _BodyError(f"json: unsupported value: {value}")
+    if isinstance(value, bytes):  # !!binary
+        return value.decode("utf-8", "replace")
+    if isinstance(value, str):
+        return _yaml_str(value)
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return str(value)
 
 
 def decode_yaml(raw: bytes, kind: str) -> Any:
     try:
-        return yaml.safe_load(raw.decode("utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise StoreError(_status.bad_request(
-            f"the object provided is unrecognized (must be of type {kind}): "
-            f"couldn't get version/kind; yaml parse error: {exc}")) from None
+        loaded = yaml.load(raw.decode("utf-8"), Loader=_YamlLoader)  # a SafeLoader
+        # without aliases a document has fewer nodes than bytes: more means alias expansion
+        return _yaml_json(loaded, 0, [len(raw) + 1024])
+    except (yaml.YAMLError, UnicodeDecodeError, RecursionError, _BodyError) as exc:
+        detail = "exceeded max depth" if isinstance(exc, RecursionError) else str(exc)
+        raise _unrecognized(kind, "yaml", detail) from None
 
 
 WRITE_TYPES = ("application/json", "application/yaml", "application/vnd.kubernetes.protobuf")
