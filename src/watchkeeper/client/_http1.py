@@ -34,6 +34,8 @@ _IDLE, _HEAD, _CHUNKED, _LENGTH, _CLOSE, _DONE = range(6)
 _NEXT_CHUNK = re.compile(rb"\r\n([0-9A-Fa-f]{1,8})\r\n")
 # A size line (RFC 9112 7.1: hex digits, then optional whitespace and extensions).
 _SIZE_LINE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\r\n]*)?")
+_STATUS = re.compile(r"[0-9]{3}")
+_LENGTH_VALUE = re.compile(r"[0-9]{1,18}")  # RFC 9112 8.6: 1*DIGIT (int() takes "-1", "+1")
 
 
 class FramingError(Exception):
@@ -57,7 +59,9 @@ def parse_head(data: bytes) -> Head:
         raise FramingError("undecodable response head") from exc
     lines = text.split("\r\n")
     parts = lines[0].split(" ", 2)
-    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+    # RFC 9112: the status code is exactly three ASCII digits. str.isdigit() alone also
+    # takes "²" (latin-1 0xB2) and 5,000 digits, on which int() raises ValueError.
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not _STATUS.fullmatch(parts[1]):
         raise FramingError(f"not an HTTP/1.x status line: {lines[0][:60]!r}")
     headers: CIMultiDict[str] = CIMultiDict()
     for line in lines[1:]:
@@ -213,16 +217,22 @@ class ResponseProtocol(asyncio.BufferedProtocol):
                 p = self.p = p + 2
                 self._crlf = False
             eol = buf.find(b"\r\n", p, w)
+            # the limit holds however the bytes were split into reads
+            if (eol if eol >= 0 else w) - p > MAX_CHUNK_HEADER:
+                raise FramingError("chunk header too long")
             if eol < 0:
-                if w - p > MAX_CHUNK_HEADER:
-                    raise FramingError("chunk header too long")
                 return False
             line = _SIZE_LINE.fullmatch(buf, p, eol)
             if line is None:  # int() alone would take "+8", " 8" or "8_00"
                 raise FramingError("bad chunk size")
             size = int(line[1], 16)
             if size == 0:  # the last chunk; trailers (if any) end with an empty line
+                if w - eol < 4:  # not all here: never look past w (stale bytes of earlier reads)
+                    return False
                 end = buf.find(b"\r\n\r\n", eol, w) if buf[eol + 2:eol + 4] != b"\r\n" else eol
+                if (end if end >= 0 else w) - eol > MAX_HEAD:
+                    # endless trailers would grow the buffer (nothing pauses reading then)
+                    raise FramingError("trailer section too long")
                 if end < 0:
                     return False
                 self.p = self.w = self.b  # nothing after the body matters
@@ -266,9 +276,9 @@ class ResponseProtocol(asyncio.BufferedProtocol):
 
     def _head(self) -> bool:
         end = self.buf.find(b"\r\n\r\n", self.p, self.w)
+        if (end if end >= 0 else self.w) - self.p > MAX_HEAD:  # however it was split in reads
+            raise FramingError("response head too long")
         if end < 0:
-            if self.w - self.p > MAX_HEAD:
-                raise FramingError("response head too long")
             return False
         head = parse_head(bytes(self.mv[self.p:end]))
         start = end + 4
@@ -282,10 +292,11 @@ class ResponseProtocol(asyncio.BufferedProtocol):
         if "chunked" in te:
             self._state = _CHUNKED
         elif "Content-Length" in h:
-            try:
-                self._remaining = int(h["Content-Length"])
-            except ValueError:
-                raise FramingError("bad Content-Length") from None
+            lengths = set(h.getall("Content-Length"))
+            length = lengths.pop()
+            if lengths or not _LENGTH_VALUE.fullmatch(length):
+                raise FramingError("bad Content-Length")  # a negative one moved b below r
+            self._remaining = int(length)
             self._state = _LENGTH
             if self._remaining == 0:
                 self._finish()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -119,6 +120,8 @@ class TokenFile:
         token = self.path.read_text(encoding="utf-8").strip()
         if not token:
             raise ValueError(f"token file {self.path} is empty")
+        if not header_safe(token):
+            raise ValueError(f"token file {self.path} holds characters a header cannot carry")
         return token
 
     def _reload(self) -> None:
@@ -143,6 +146,17 @@ class TokenFile:
 
     def __repr__(self) -> str:
         return f"TokenFile({str(self.path)!r})"
+
+
+_HEADER_UNSAFE = re.compile(r"[\r\n\0]|[^\x00-\xff]")
+
+
+def header_safe(value: str) -> bool:
+    """Whether ``value`` can be sent as an HTTP header value by both request paths: aiohttp
+    refuses CR, LF and NUL (ValueError), the watch stream encodes the request as latin-1
+    (UnicodeEncodeError). A credential that fails this is refused where it is read, as a
+    typed error that does not quote it."""
+    return _HEADER_UNSAFE.search(value) is None
 
 
 def describe_read_error(exc: BaseException) -> str:

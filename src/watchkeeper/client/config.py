@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import datetime
+import json
 import logging
 import os
 import re
@@ -22,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import yaml
 
@@ -33,6 +35,7 @@ from watchkeeper.client.auth import (
     StaticToken,
     TokenFile,
     describe_read_error,
+    header_safe,
 )
 from watchkeeper.client.errors import ConfigError as ConfigError
 from watchkeeper.client.exec_auth import ExecAuth
@@ -206,6 +209,8 @@ class _Named:
                 raise ConfigError(
                     f"{self.where}: cannot read {file_key} {path}: {describe_read_error(exc)}"
                 ) from None
+            except ValueError:  # open() refuses a path with a NUL ("embedded null byte")
+                raise ConfigError(f"{self.where}: {file_key} holds a NUL character") from None
         return None
 
 
@@ -408,6 +413,7 @@ def _cluster_config(cluster: _Named) -> ClientConfig:
             raise ConfigError(f"{cluster.where}: the certificate authority is not PEM") from None
     if "://" not in server:  # client-go: a bare host:port gets https when TLS is configured
         server = ("https://" if ca is not None or insecure else "http://") + server
+    _check_server(server, cluster)
     return ClientConfig(
         server=server.rstrip("/"),
         ca_data=ca,
@@ -415,6 +421,24 @@ def _cluster_config(cluster: _Named) -> ClientConfig:
         tls_server_name=cluster.text("tls-server-name"),
         disable_compression=cluster.flag("disable-compression"),
     )
+
+
+def _check_server(server: str, cluster: _Named) -> None:
+    """An http(s) URL with a host and a valid port, in ASCII (the watch stream writes its
+    request as latin-1; an international domain name is given in its xn-- form): otherwise
+    every request would fail with an untyped ValueError. The URL is not quoted (it may
+    carry user:password)."""
+    try:
+        url = urlsplit(server)
+        url.port  # noqa: B018  # raises ValueError: not a number, or out of range
+    except ValueError:
+        raise ConfigError(f"{cluster.where}: server is not a valid URL") from None
+    host = url.hostname or ""
+    if url.scheme not in ("http", "https") or not host or not server.isascii() or \
+            not server.isprintable() or " " in server or \
+            not all(c.isalnum() or c in "-._:%" for c in host):
+        raise ConfigError(
+            f"{cluster.where}: server must be an http:// or https:// URL with a host, in ASCII")
 
 
 def _impersonation(user: _Named) -> Impersonation | None:
@@ -429,6 +453,11 @@ def _impersonation(user: _Named) -> Impersonation | None:
         for k, v in extra.items()
     ):
         raise ConfigError(f"{user.where}: as-user-extra must map strings to lists of strings")
+    values = [v for v in (name, uid) if v] + groups + [i for v in extra.values() for i in v]
+    if not all(header_safe(v) for v in values):
+        raise ConfigError(
+            f"{user.where}: as, as-uid, as-groups and as-user-extra values must be text an "
+            "HTTP header can carry (no CR, LF, NUL or characters beyond latin-1)")
     if name is None:
         if uid or groups or extra:  # the server would answer 400; say so before any request
             raise ConfigError(f"{user.where}: as-uid, as-groups and as-user-extra need as")
@@ -444,6 +473,8 @@ def _user_credentials(
     if user.body.get("auth-provider"):
         raise ConfigError(f"{user.where}: auth-provider is not supported; use exec instead")
     token, token_file = user.text("token"), user.path("tokenFile")
+    if token is not None and not header_safe(token):  # never quoted: it is the credential
+        raise ConfigError(f"{user.where}: token holds characters an HTTP header cannot carry")
     username, password = user.text("username"), user.text("password")
     methods = [
         method
@@ -503,8 +534,23 @@ def _exec_cluster_info(cluster: _Named, cfg: ClientConfig) -> dict[str, Any]:
         if not isinstance(ext, dict) or not isinstance(ext.get("name"), str):
             raise ConfigError(f"{cluster.where}: extensions[{i}] must be a mapping with a name")
         if ext["name"] == "client.authentication.k8s.io/exec":
-            info["config"] = ext.get("extension")
+            # Passed to the plugin as JSON (KUBERNETES_EXEC_INFO): a YAML date becomes its
+            # RFC 3339 text, as client-go's YAML-to-JSON conversion makes it; anything JSON
+            # has no form for is refused here rather than when the plugin is run.
+            try:
+                info["config"] = json.loads(json.dumps(
+                    ext.get("extension"), default=_json_scalar, allow_nan=False))
+            except (TypeError, ValueError, RecursionError):
+                raise ConfigError(
+                    f"{cluster.where}: extensions[{i}].extension cannot be passed to the exec "
+                    "plugin as JSON") from None
     return info
+
+
+def _json_scalar(value: Any) -> str:
+    if isinstance(value, datetime.date):  # datetime.datetime too
+        return value.isoformat()
+    raise TypeError(type(value).__name__)
 
 
 # --- in-cluster and the default chain ---------------------------------------------------

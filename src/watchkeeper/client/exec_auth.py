@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from watchkeeper.client.auth import header_safe
 from watchkeeper.client.errors import ConfigError
 from watchkeeper.supervisor import start_task
 
@@ -261,6 +262,16 @@ class ExecAuth:
             if status.get(k) is not None and not isinstance(status.get(k), str):
                 raise ExecPluginError(f"{what}: status.{k} must be a string")
         token, cert, key, stamp = (status.get(k) or None for k in fields)
+        if token is not None and not header_safe(token):
+            # it could not be sent: aiohttp refuses CR/LF/NUL, the watch stream non-latin-1
+            raise ExecPluginError(
+                f"{what}: status.token holds characters an HTTP header cannot carry")
+        try:
+            cert_pem, key_pem = cert and cert.encode(), key and key.encode()
+        except UnicodeEncodeError:  # a lone surrogate ("\ud800" in the JSON)
+            raise ExecPluginError(
+                f"{what}: status.clientCertificateData or clientKeyData is not valid text"
+            ) from None
         if bool(cert) != bool(key):
             raise ExecPluginError(f"{what}: returned only one of a certificate and its key")
         if not token and not cert:
@@ -275,7 +286,7 @@ class ExecAuth:
                 raise ExecPluginError(f"{what}: status.expirationTimestamp is not RFC 3339")
             expires = when.timestamp()
         log.debug("%s returned a credential (expires %s)", what, stamp or "never")
-        return _Credential(token, cert and cert.encode(), key and key.encode(), expires)
+        return _Credential(token, cert_pem, key_pem, expires)
 
 
 def _load_json(data: bytes) -> Any:

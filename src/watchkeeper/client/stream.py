@@ -3,7 +3,7 @@ protocol (``_http1``) and decoded in pieces (``_pieces``).
 
 Why not aiohttp here: its ``readany`` path costs ~2.6 µs of client CPU per event and churns
 the heap; this path takes ~35 reads per 100,000 events into one preallocated buffer and one
-``decode_lines`` call per ~64 KiB piece (docs/decisions.md, "The watch stream"). The other
+msgspec decode per ~64 KiB piece (docs/decisions.md, "The watch stream"). The other
 verbs stay on aiohttp.
 
 Parity with the transport's other verbs: the same base URL (scheme, host, port, path prefix), TLS
