@@ -53,6 +53,7 @@ CLIENTS: dict[str, str] = {
     "raw-socket-stock": "stock simulator (no fast replay): raw socket, no JSON",
     "raw-socket": "floor: raw socket + chunk framing, no JSON (= server max rate)",
     "aiohttp-readline": "floor: aiohttp readline + msgspec",
+    "asyncio-floor": "floor: asyncio BufferedProtocol waking a coroutine per read, no JSON",
     "msgspec": "floor: msgspec decode of the captured bytes, no I/O",
     "watchkeeper-stream": "watchkeeper Api.watch stream (dicts)",
     "watchkeeper-watcher": "watchkeeper watcher (Apply events, dicts)",
@@ -160,6 +161,57 @@ EXTRA: dict[str, Any] = {}  # extra numbers a runner wants in its report
 def _c_raw_socket(a: argparse.Namespace, m: Meter) -> int:
     raw_watch(a.kubeconfig, a.namespace, a.rv, a.events, keep=False, meter=m)
     return int(a.events)
+
+
+def _c_asyncio_floor(a: argparse.Namespace, m: Meter) -> int:
+    """The least an asyncio client does per read: a ``BufferedProtocol`` receives into one
+    buffer and wakes the consuming coroutine through a future (two loop iterations per
+    read, as in any asyncio reader that hands bytes to a coroutine). Events are counted as
+    newlines that are not a chunk's CRLF; nothing is parsed. Meant for ``watch_cpu --pace``,
+    where each event wakes the client: there it is the cost of the wake-ups alone."""
+    host, port, token = server_of(a.kubeconfig)
+
+    class Floor(asyncio.BufferedProtocol):
+        def __init__(self) -> None:
+            self.buf = bytearray(1 << 20)
+            self.view = memoryview(self.buf)
+            self.events = 0
+            self.closed = False
+            self.waiter: asyncio.Future[None] | None = None
+
+        def get_buffer(self, sizehint: int) -> memoryview:
+            return self.view
+
+        def buffer_updated(self, nbytes: int) -> None:
+            got = self.view[:nbytes].tobytes()
+            # LFs minus CRs (every CR here begins a CRLF; a CRLF split over two reads nets
+            # out). bytes.count is a per-byte loop in CPython; replace of one byte is fast.
+            self.events += len(got.replace(b"\r", b"")) - len(got.replace(b"\n", b""))
+            self._wake()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self.closed = True
+            self._wake()
+
+        def _wake(self) -> None:
+            if self.waiter is not None and not self.waiter.done():
+                self.waiter.set_result(None)
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        m.start()
+        transport, proto = await loop.create_connection(Floor, host, port)
+        transport.write(
+            f"GET /api/v1/namespaces/{a.namespace}/configmaps?watch=true&resourceVersion={a.rv}"
+            f" HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n\r\n".encode())
+        while proto.events < a.events and not proto.closed:
+            proto.waiter = loop.create_future()
+            await proto.waiter
+        m.stop()
+        transport.close()
+        return min(proto.events, int(a.events))
+
+    return asyncio.run(main())
 
 
 def _c_aiohttp_readline(a: argparse.Namespace, m: Meter) -> int:
@@ -407,6 +459,7 @@ RUNNERS: dict[str, Runner] = {
     "raw-socket": _c_raw_socket,
     "raw-socket-stock": _c_raw_socket,
     "aiohttp-readline": _c_aiohttp_readline,
+    "asyncio-floor": _c_asyncio_floor,
     "watchkeeper-stream": _c_watchkeeper_stream,
     "watchkeeper-watcher": _c_watchkeeper_watcher,
     "watchkeeper-stream-lazy": _c_watchkeeper_stream_lazy,
@@ -424,6 +477,7 @@ IMPORTS: dict[str, list[str]] = {
     "raw-socket": ["yaml"],
     "raw-socket-stock": ["yaml"],
     "aiohttp-readline": ["aiohttp", "msgspec", "yaml"],
+    "asyncio-floor": ["yaml"],
     "msgspec": ["msgspec"],
     "watchkeeper-stream": ["watchkeeper"],
     "watchkeeper-watcher": ["watchkeeper"],
