@@ -217,8 +217,9 @@ class ResponseProtocol(asyncio.BufferedProtocol):
                 p = self.p = p + 2
                 self._crlf = False
             eol = buf.find(b"\r\n", p, w)
-            # the limit holds however the bytes were split into reads
-            if (eol if eol >= 0 else w) - p > MAX_CHUNK_HEADER:
+            # However the bytes were split into reads: the line without its CRLF (of which a
+            # CR may have come) is measured.
+            if (eol if eol >= 0 else w - 1) - p > MAX_CHUNK_HEADER:
                 raise FramingError("chunk header too long")
             if eol < 0:
                 return False
@@ -230,7 +231,7 @@ class ResponseProtocol(asyncio.BufferedProtocol):
                 if w - eol < 4:  # not all here: never look past w (stale bytes of earlier reads)
                     return False
                 end = buf.find(b"\r\n\r\n", eol, w) if buf[eol + 2:eol + 4] != b"\r\n" else eol
-                if (end if end >= 0 else w) - eol > MAX_HEAD:
+                if (end if end >= 0 else w - 3) - eol > MAX_HEAD:
                     # endless trailers would grow the buffer (nothing pauses reading then)
                     raise FramingError("trailer section too long")
                 if end < 0:
@@ -276,7 +277,9 @@ class ResponseProtocol(asyncio.BufferedProtocol):
 
     def _head(self) -> bool:
         end = self.buf.find(b"\r\n\r\n", self.p, self.w)
-        if (end if end >= 0 else self.w) - self.p > MAX_HEAD:  # however it was split in reads
+        # However the bytes were split into reads: the head without its blank line (of which
+        # three bytes may have come) is measured.
+        if (end if end >= 0 else self.w - 3) - self.p > MAX_HEAD:
             raise FramingError("response head too long")
         if end < 0:
             return False
