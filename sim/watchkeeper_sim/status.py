@@ -190,3 +190,23 @@ def entity_too_large(limit: int) -> JSON:
 def success(name: str, group: str, plural: str, uid: str) -> JSON:
     """A plain DELETE's answer (file 119)."""
     return status(200, None, None, _details(name, group, plural, uid=uid), success=True)
+
+
+def go_quote(text: str) -> str:
+    """Go's %q of a string: how apiserver messages print a value (field errors, RBAC
+    names)."""
+    out = []
+    for c in text:
+        if c in '"\\':
+            out.append("\\" + c)
+        elif c.isprintable():
+            out.append(c)
+        elif c in "\n\t\r":
+            out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r"}[c])
+        elif ord(c) < 0x80:
+            out.append(f"\\x{ord(c):02x}")
+        elif ord(c) < 0x10000:
+            out.append(f"\\u{ord(c):04x}")
+        else:
+            out.append(f"\\U{ord(c):08x}")
+    return '"' + "".join(out) + '"'

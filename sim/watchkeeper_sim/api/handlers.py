@@ -147,28 +147,9 @@ def _int_param(q: Any, name: str) -> int:
     return _go_int(raw)
 
 
-def _go_quote(text: str) -> str:
-    """Go's %q of a string (how field errors print an invalid value)."""
-    out = []
-    for c in text:
-        if c in '"\\':
-            out.append("\\" + c)
-        elif c.isprintable():
-            out.append(c)
-        elif c in "\n\t\r":
-            out.append({"\n": "\\n", "\t": "\\t", "\r": "\\r"}[c])
-        elif ord(c) < 0x80:
-            out.append(f"\\x{ord(c):02x}")
-        elif ord(c) < 0x10000:
-            out.append(f"\\u{ord(c):04x}")
-        else:
-            out.append(f"\\U{ord(c):08x}")
-    return '"' + "".join(out) + '"'
-
-
 def _string_slice(values: list[str]) -> str:
     """Go's %#v of a []string."""
-    return "[]string{" + ", ".join(_go_quote(v) for v in values) + "}"
+    return "[]string{" + ", ".join(_status.go_quote(v) for v in values) + "}"
 
 
 def dry_run_causes(values: list[str]) -> list[JSON]:
@@ -190,7 +171,7 @@ def field_manager_causes(value: str) -> list[JSON]:
         if not c.isprintable():
             causes.append(_cause(
                 "fieldManager", "FieldValueInvalid",
-                f"Invalid value: {_go_quote(value)}: invalid character U+{ord(c):04X} "
+                f"Invalid value: {_status.go_quote(value)}: invalid character U+{ord(c):04X} "
                 f"(at position {position})"))
         position += len(c.encode("utf-8", "surrogatepass"))
     return causes
@@ -531,7 +512,7 @@ class Handlers:
         if propagation and propagation not in _PROPAGATION:  # ValidateDeleteOptions
             causes.append(_cause(
                 "propagationPolicy", "FieldValueNotSupported",
-                f'Unsupported value: {_go_quote(propagation)}: supported values: '
+                f'Unsupported value: {_status.go_quote(propagation)}: supported values: '
                 '"Foreground", "Background", "Orphan", "nil"'))
         causes += dry_run_causes(dry_values)
         if causes:

@@ -17,7 +17,6 @@ direct object access bypasses RBAC altogether.
 
 from __future__ import annotations
 
-import json
 from contextvars import ContextVar
 from typing import Any
 
@@ -50,14 +49,9 @@ _GC_META = ("ownerReferences", "finalizers", "selfLink", "deletionTimestamp",
             "deletionGracePeriodSeconds", "managedFields", "resourceVersion", "generation")
 
 
-def _go_quote(s: str) -> str:
-    """Go's %q for the plain strings RBAC names are (a JSON string, as near as needed)."""
-    return json.dumps(s, ensure_ascii=False)
-
-
 def _go_quote_list(items: tuple[str, ...] | list[str]) -> str:
     """Go's %q of a []string: ``["a" "b"]``."""
-    return "[" + " ".join(_go_quote(i) for i in items) + "]"
+    return "[" + " ".join(_status.go_quote(i) for i in items) + "]"
 
 
 def _breakdown(rule: PolicyRule) -> list[PolicyRule]:
@@ -142,7 +136,7 @@ def _registry_wording(error: str) -> str:
 def _forbidden(plural: str, name: str, message: str) -> StoreError:
     """errors.NewForbidden(rbac resource, name, err): a 403 from the storage layer (no
     nosniff header: that is the authorization filter's)."""
-    what = f"{plural}.{RBAC_GROUP}" + (f" {_go_quote(name)}" if name else "")
+    what = f"{plural}.{RBAC_GROUP}" + (f" {_status.go_quote(name)}" if name else "")
     details: JSON = {"name": name} if name else {}
     details.update({"group": RBAC_GROUP, "kind": plural})
     return StoreError(_status.forbidden(f"{what} is forbidden: {message}", details))
@@ -219,7 +213,7 @@ class EscalationCheck:
             rules = snapshot.cluster_roles.get(ref_name) if snapshot else None
         else:
             raise StoreError(_status.internal(
-                f"unsupported role reference kind: {_go_quote(kind)}"))
+                f"unsupported role reference kind: {_status.go_quote(kind)}"))
         if rules is None:  # GetRoleReferenceRules' error, as the registry getter words it
             raise StoreError(_status.not_found(role_plural or "", RBAC_GROUP, ref_name))
         self._confirm(rt.plural, name, user, namespace, rules)
@@ -236,7 +230,7 @@ class EscalationCheck:
         if not missing:
             return
         lines = sorted(set(compact_string(r) for r in _compact(missing)))
-        msg = (f"user {_go_quote(user.name)} (groups={_go_quote_list(user.groups)}) is "
+        msg = (f"user {_status.go_quote(user.name)} (groups={_go_quote_list(user.groups)}) is "
                f"attempting to grant RBAC permissions not currently held:\n" + "\n".join(lines))
         if errors:
             msg += f"; resolution errors: [{_aggregate([_registry_wording(e) for e in errors])}]"
