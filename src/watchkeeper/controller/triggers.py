@@ -28,6 +28,7 @@ from watchkeeper.watcher import (
     Apply,
     Delete,
     InitApply,
+    InitDone,
     InitStart,
     WatchConfig,
     WatchError,
@@ -124,20 +125,34 @@ async def feed(
     assert trig.shared is not None
     filt = trig.filter
     events: Subscription | None = None
+    # The refs of a relist in progress: scheduled at its InitDone, once the store holds the
+    # new list. Scheduled at once, a worker would read the old cache (a stale object, or
+    # none for a new one, and drop the request) with nothing to re-trigger it after the swap.
+    listing: dict[ObjectRef, None] | None = None
     try:
         events = trig.shared.subscribe()
         async for event in events:
             if isinstance(event, Apply | InitApply):
                 if hold is not None and hold(event.obj):
                     scheduler.cancel(meta.key(event.obj))
+                    if listing is not None:
+                        listing.pop(meta.key(event.obj), None)
                     continue
                 if filt is not None:
                     if isinstance(event, InitApply):
                         filt.seen(event.obj)
                     elif not filt.changed(event.obj):
                         continue
+                if listing is not None and isinstance(event, InitApply):
+                    listing.update(dict.fromkeys(trig.refs(event.obj)))
+                    continue
                 for ref in trig.refs(event.obj):
                     scheduler.schedule(ref, debounce, changed=True)
+            elif isinstance(event, InitDone):
+                if listing is not None:
+                    for ref in listing:
+                        scheduler.schedule(ref, debounce, changed=True)
+                    listing = None
             elif isinstance(event, Delete):
                 if filt is not None:
                     filt.forget(event.obj)
@@ -149,6 +164,7 @@ async def feed(
                     for ref in trig.refs(event.obj):
                         scheduler.schedule(ref, debounce, changed=True)
             elif isinstance(event, InitStart):
+                listing = {}  # a relist that ends without InitDone is replaced by the next
                 if filt is not None:
                     filt.reset()
             elif isinstance(event, WatchError) and on_watch_error is not None:

@@ -82,11 +82,13 @@ class Workers:
         loop = asyncio.get_running_loop()
         while (ref := await scheduler.next()) is not None:
             try:
+                if limiter is not None:
+                    await limiter.acquire()
+                # Read after the last await before the reconcile: the store may swap in a
+                # relist meanwhile, and the reconcile must see what it holds now.
                 obj = store.get(ref.name, namespace=ref.namespace)
                 if obj is None:
                     continue  # deleted meanwhile: nothing to reconcile
-                if limiter is not None:
-                    await limiter.acquire()
                 if ref in self.held:
                     continue  # being handed over to another shard
                 self.inflight[ref] = loop.time()
