@@ -39,7 +39,13 @@ _LENGTH_VALUE = re.compile(r"[0-9]{1,18}")  # RFC 9112 8.6: 1*DIGIT (int() takes
 
 
 class FramingError(Exception):
-    """The bytes are not a well-formed HTTP/1.1 response (never holds credentials)."""
+    """The bytes are not a well-formed HTTP/1.1 response. Its text never holds what the
+    server sent: a line it would quote is kept apart in ``quoted``, for the stream to quote
+    through the client's ``Redactor`` (a server may echo the Authorization header)."""
+
+    def __init__(self, *args: object, quoted: str = "") -> None:
+        super().__init__(*args)
+        self.quoted = quoted
 
 
 class Head:
@@ -62,14 +68,14 @@ def parse_head(data: bytes) -> Head:
     # RFC 9112: the status code is exactly three ASCII digits. str.isdigit() alone also
     # takes "²" (latin-1 0xB2) and 5,000 digits, on which int() raises ValueError.
     if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not _STATUS.fullmatch(parts[1]):
-        raise FramingError(f"not an HTTP/1.x status line: {lines[0][:60]!r}")
+        raise FramingError("not an HTTP/1.x status line", quoted=lines[0])
     headers: CIMultiDict[str] = CIMultiDict()
     for line in lines[1:]:
         if not line:
             continue
         name, sep, value = line.partition(":")
         if not sep or not name or name != name.strip():
-            raise FramingError(f"malformed header line: {line[:60]!r}")
+            raise FramingError("malformed header line", quoted=line)
         headers.add(name, value.strip(" \t"))
     return Head(parts[0], int(parts[1]), parts[2] if len(parts) > 2 else "", headers)
 

@@ -75,7 +75,8 @@ async def list_pages(
             try:
                 data = _decode_large(body)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                raise InvalidResponse(f"undecodable response body ({exc})", method="GET",
+                said = transport.redactor.scrub(str(exc))
+                raise InvalidResponse(f"undecodable response body ({said})", method="GET",
                                       path=path) from None
             page = _object_list(data, path)  # a malformed page is InvalidResponse
             real = page.continue_token

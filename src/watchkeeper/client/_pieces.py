@@ -13,7 +13,8 @@ a newline inside a string leaves one element fewer). A per-piece check catches w
 lets through: non-UTF-8 bytes inside skipped strings (``isascii()`` else a strict decode).
 A piece that fails is decoded again line by line: the events before the bad line are
 returned with an ``InvalidResponse`` that carries the bad line (first 80 bytes) and the last
-good resourceVersion.
+good resourceVersion; the line, like an ERROR event's Status, is quoted through the client's
+``Redactor`` (a server may echo the request's credentials).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 import msgspec
 
 from watchkeeper.client._json import decode_deep
-from watchkeeper.client.errors import ApiError, InvalidResponse, error_from_status
+from watchkeeper.client.errors import ApiError, InvalidResponse
 from watchkeeper.client.objects import (
     _NO_META,
     Bookmark,
@@ -36,6 +37,7 @@ from watchkeeper.client.objects import (
     key_fields,
     strip_managed_fields,
 )
+from watchkeeper.client.redact import Redactor
 
 JSON = dict[str, Any]
 PIECE_BYTES = 64 << 10
@@ -117,9 +119,11 @@ _eager_lines = msgspec.json.Decoder(EagerEnvelope).decode_lines
 class PieceDecoder:
     """Decodes pieces of one stream and remembers the last good resourceVersion."""
 
-    def __init__(self, path: str = "", *, lazy: bool) -> None:
+    def __init__(self, path: str = "", *, lazy: bool, redactor: Redactor | None = None) -> None:
         self.path = path
         self.lazy = lazy
+        # The stream's client's: bad lines and ERROR events are quoted through it.
+        self.redactor = redactor or Redactor()
         env = _Head if lazy else EagerEnvelope
         dec: msgspec.json.Decoder[Any] = msgspec.json.Decoder(env)
         # A piece is decoded as one JSON array: its lines joined with commas (see decode).
@@ -241,10 +245,11 @@ class PieceDecoder:
 
     def bad_line(self, line: bytes, exc: BaseException) -> InvalidResponse:
         rv = self.resource_version
-        shown = line[:_SHOWN]
+        excerpt = self.redactor.excerpt
+        shown = excerpt(line, _SHOWN)
         more = f" ({len(line):,} bytes)" if len(line) > _SHOWN else ""
         err = InvalidResponse(
-            f"undecodable watch event ({type(exc).__name__}: {str(exc)[:200]}) after "
+            f"undecodable watch event ({type(exc).__name__}: {excerpt(str(exc), 200)}) after "
             f"resourceVersion {rv or '(none)'}: {shown!r}{more}",
             method="GET", path=self.path, details={"lastResourceVersion": rv},
         )
@@ -280,14 +285,16 @@ class PieceDecoder:
         for i, env in enumerate(envs):
             kind = env.type
             if kind == "ERROR":
-                status = decode_line_object(piece.line(i), self.path) if lazy else env.object
-                return out, error_from_status(status, method="WATCH", path=self.path)
+                status = (decode_line_object(piece.line(i), self.path, self.redactor) if lazy
+                          else env.object)
+                return out, self.redactor.status_error(status, method="WATCH", path=self.path)
             counts[kind] = counts.get(kind, 0) + 1
             rv = self.rv_of(env)
             if rv:
                 self.resource_version = rv
             if kind == "BOOKMARK":
-                obj = decode_line_object(piece.line(i), self.path) if lazy else env.object
+                obj = (decode_line_object(piece.line(i), self.path, self.redactor) if lazy
+                       else env.object)
                 out.append(Bookmark(obj))
                 continue
             cls = classes.get(kind) or other(kind)

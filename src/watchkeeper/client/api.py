@@ -151,8 +151,9 @@ class Api:
         try:
             return _decode_large(resp.body)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            said = self.client.transport.redactor.scrub(str(exc))
             raise InvalidResponse(
-                f"undecodable response body ({exc})", method=method, path=path
+                f"undecodable response body ({said})", method=method, path=path
             ) from None
 
     # -- reads ---------------------------------------------------------------------------

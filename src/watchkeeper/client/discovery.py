@@ -53,8 +53,9 @@ class Discovery:
         try:
             return _decode(resp.body, shape)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            said = self._transport.redactor.scrub(str(exc))
             raise InvalidResponse(
-                f"malformed discovery document ({exc})", method="GET", path=path
+                f"malformed discovery document ({said})", method="GET", path=path
             ) from None
 
     async def _search(self, spec: Spec) -> Resource | None:

@@ -3,12 +3,14 @@
 Every failure a caller can see is one of these classes, so a watcher can decide what to do
 (``is_transient``) and a person can read what to do (``str(error)``) without parsing text.
 Messages never include credentials: they are built only from the server's Status, the HTTP
-method and the URL path (never headers, never the query string of auth plugins).
+method and the URL path (never headers, never the query string of auth plugins), and what
+the server said is scrubbed of the client's credentials by its ``Redactor`` (client/redact).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import msgspec
@@ -338,10 +340,17 @@ _REASONS = {
 }
 
 
+def _head(text: str, limit: int) -> str:
+    return text[:limit]
+
+
 def error_from_response(
-    code: int, body: bytes, *, method: str = "", path: str = "", headers: Any = None
+    code: int, body: bytes, *, method: str = "", path: str = "", headers: Any = None,
+    excerpt: Callable[[str, int], str] = _head,
 ) -> ApiError:
-    """An error from an HTTP response: a JSON Status when there is one, else the plain text.
+    """An error from an HTTP response: a JSON Status when there is one, else the plain text
+    (its first 500 characters as ``excerpt`` cuts them: the client's ``Redactor`` scrubs
+    credentials before it cuts).
 
     A real apiserver answers an unknown group/version with a text/plain "404 page not found"
     and a 429 from priority-and-fairness with plain text too, so both shapes are normal.
@@ -357,7 +366,7 @@ def error_from_response(
         if not isinstance(status.get("code"), int) or isinstance(status.get("code"), bool):
             status["code"] = code  # absent or garbled: the HTTP status says it
         return error_from_status(status, method=method, path=path, headers=headers)
-    text = body.decode("utf-8", "replace").strip()[:500]
+    text = excerpt(body.decode("utf-8", "replace").strip(), 500)
     reason = _REASONS.get(code, "")
     message = text or f"HTTP {code}"
     if code == 404 and text == "404 page not found":

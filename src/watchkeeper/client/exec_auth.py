@@ -14,8 +14,8 @@ import contextlib
 import json
 import logging
 import os
-import re
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,6 +24,7 @@ from typing import Any
 
 from watchkeeper.client.auth import header_safe
 from watchkeeper.client.errors import ConfigError
+from watchkeeper.client.redact import redact_plugin_output
 from watchkeeper.supervisor import start_task
 
 __all__ = ["API_VERSIONS", "ExecAuth", "ExecPluginError"]
@@ -34,6 +35,7 @@ API_VERSIONS = ("client.authentication.k8s.io/v1", "client.authentication.k8s.io
 _MODES = ("Never", "IfAvailable", "Always")
 _SKEW = 10.0  # seconds: refresh this much before expirationTimestamp
 _STDERR_LIMIT = 500
+_REMEMBERED = 8  # credentials: a plugin may quote one it returned a few runs ago
 DEFAULT_TIMEOUT = 60.0  # seconds; the client's Timeouts.exec_plugin overrides it
 _DOCS = "https://kubernetes.io/docs/reference/access-authn-authz/authentication/#client-go-credential-plugins"
 
@@ -82,7 +84,8 @@ class ExecAuth:
         self._timeout = timeout if timeout is not None else DEFAULT_TIMEOUT
         self._clock = clock
         self._cached: _Credential | None = None
-        self._last: _Credential | None = None  # kept after refresh(), to redact stderr
+        # What it returned lately (kept after refresh()): blanked out of its stderr.
+        self._returned: deque[_Credential] = deque(maxlen=_REMEMBERED)
         self._running: asyncio.Task[_Credential] | None = None
 
     @classmethod
@@ -176,7 +179,8 @@ class ExecAuth:
     async def _run(self) -> _Credential:
         try:
             cred = await self._execute()
-            self._cached = self._last = cred
+            self._cached = cred
+            self._returned.append(cred)
             return cred
         finally:
             self._running = None
@@ -229,15 +233,14 @@ class ExecAuth:
         text = err.decode(errors="replace").strip()
         if not text:
             return ""
-        secrets: list[str] = []
-        if self._last is not None:
-            secrets += [self._last.token or "", (self._last.key or b"").decode(errors="replace")]
+        secrets = [s for c in self._returned
+                   for s in (c.token or "", (c.key or b"").decode(errors="replace"))]
         try:
             status = _load_json(out).get("status") or {}
             secrets += [str(status.get(k)) for k in ("token", "clientKeyData") if status.get(k)]
         except (ValueError, AttributeError):
             pass
-        text = redact(text, secrets)
+        text = redact_plugin_output(text, secrets)
         if len(text) > _STDERR_LIMIT:
             text = "..." + text[-_STDERR_LIMIT:]
         return f"; stderr: {text}"
@@ -296,38 +299,3 @@ def _load_json(data: bytes) -> Any:
         return json.loads(data)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
-
-
-_REDACTED = "<redacted>"
-
-# A PEM private key in any encoding a plugin may print it in: real newlines, JSON's "\n"
-# escapes (once or twice escaped), or cut off before its END line (then up to the end).
-_PRIVATE_KEY = re.compile(
-    r"-----BEGIN[ A-Z0-9]*PRIVATE KEY-----.*?(?:-----END[ A-Z0-9]*PRIVATE KEY-----|\Z)", re.S
-)
-# "token": "...", token=..., clientKeyData: ... (JSON, escaped JSON, YAML, logfmt, query).
-_SECRET_FIELD = re.compile(
-    r"""((?:client[-_]?key[-_]?data|(?:access|id|refresh|bearer|auth)?[-_]?token|password|"""
-    r"""secret|client[-_]?secret|private[-_]?key)\\*["']?\s*[:=]\s*\\*["']?)"""
-    r"""(?:\\.|[^\s"'\\,;&}\]])+""",
-    re.I,
-)
-_BEARER = re.compile(r"(\b(?:Bearer|Basic)\s+)[A-Za-z0-9._~+/=-]+", re.I)
-
-
-def redact(text: str, secrets: Sequence[str] = ()) -> str:
-    """``text`` without credentials: the given ``secrets`` in every form a program may print
-    them (as is, JSON-escaped, line by line for a PEM), any PEM private key, the values of
-    fields named like credentials, and bearer/basic header values."""
-    forms: set[str] = set()
-    for secret in secrets:
-        if not secret:
-            continue
-        escaped = json.dumps(secret)[1:-1]
-        forms |= {secret, secret.strip(), escaped, json.dumps(escaped)[1:-1]}
-        forms |= {ln.strip() for ln in secret.splitlines() if len(ln.strip()) >= 16}
-    for form in sorted((f for f in forms if len(f) >= 6), key=len, reverse=True):
-        text = text.replace(form, _REDACTED)
-    text = _PRIVATE_KEY.sub(_REDACTED, text)
-    text = _SECRET_FIELD.sub(lambda m: m.group(1) + _REDACTED, text)
-    return _BEARER.sub(lambda m: m.group(1) + _REDACTED, text)

@@ -16,6 +16,7 @@ import msgspec
 
 from watchkeeper.client._json import bounded_repr, decode_deep
 from watchkeeper.client.errors import InvalidResponse
+from watchkeeper.client.redact import Redactor
 
 JSON = dict[str, Any]
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
@@ -277,15 +278,18 @@ def _decode_line(line: bytes) -> Any:
         return decode_deep(line)
 
 
-def decode_line_object(line: bytes, path: str = "") -> JSON:
-    """The object of a watch line that a lazy stream already validated."""
+def decode_line_object(line: bytes, path: str = "", redactor: Redactor | None = None) -> JSON:
+    """The object of a watch line that a lazy stream already validated; the line is quoted
+    through ``redactor`` (the stream's client's; without one, only PEM keys are blanked)."""
     try:
         obj = _decode_line(line)["object"]
         if not isinstance(obj, dict):
             raise TypeError("object must be a map")
     except (msgspec.DecodeError, KeyError, TypeError) as exc:  # not expected: validated
+        excerpt = (redactor or Redactor()).excerpt
         raise InvalidResponse(
-            f"undecodable watch event ({exc}): {line[:80]!r}", method="GET", path=path,
+            f"undecodable watch event ({excerpt(str(exc), 200)}): {excerpt(line, 80)!r}",
+            method="GET", path=path,
         ) from None
     return obj
 

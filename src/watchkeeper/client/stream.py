@@ -41,10 +41,9 @@ from watchkeeper.client.errors import (
     ConnectionFailed,
     InvalidResponse,
     Timeout,
-    error_from_response,
 )
 from watchkeeper.client.objects import ObjectEvent, RawEvent, raw_event_class
-from watchkeeper.client.server_warnings import parse_warnings
+from watchkeeper.client.redact import Redactor
 
 if TYPE_CHECKING:
     from watchkeeper.client.transport import Transport
@@ -100,7 +99,8 @@ def _request_bytes(target: _Target, path: str, params: Mapping[str, str] | None,
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
-def _conn_error(exc: BaseException, target: _Target, where: dict[str, Any]) -> ApiError:
+def _conn_error(exc: BaseException, target: _Target, where: dict[str, Any],
+                redactor: Redactor | None = None) -> ApiError:
     if isinstance(exc, ssl.SSLCertVerificationError):
         return ConnectionFailed(
             f"TLS certificate verification failed: {exc.verify_message or exc.reason}",
@@ -116,7 +116,8 @@ def _conn_error(exc: BaseException, target: _Target, where: dict[str, Any]) -> A
             reason="ConnectionRefused", **where)
     if isinstance(exc, ConnectionResetError | BrokenPipeError | FramingError):
         if isinstance(exc, FramingError) and exc.args[:1] != ("closed",):
-            return InvalidResponse(f"malformed HTTP response: {exc}", **where)
+            said = f": {(redactor or Redactor()).excerpt(exc.quoted, 60)!r}" if exc.quoted else ""
+            return InvalidResponse(f"malformed HTTP response: {exc}{said}", **where)
         return ConnectionFailed(
             "the server closed the connection before the response was complete",
             reason="ConnectionReset", **where)
@@ -199,11 +200,11 @@ class FastWatchStream:
     """
 
     def __init__(self, conn: _Connection, path: str, *, lazy: bool, max_line: int,
-                 piece: int | None = None) -> None:
+                 piece: int | None = None, redactor: Redactor | None = None) -> None:
         self._conn = conn
         self._path = path
         self.lazy = lazy
-        self.decoder = PieceDecoder(path, lazy=lazy)
+        self.decoder = PieceDecoder(path, lazy=lazy, redactor=redactor)
         self._max_line = max_line
         # A piece never spans more than ``max_line`` bytes unless it is one line: so a
         # complete line over the cap is a piece longer than the cap (one check per piece).
@@ -265,7 +266,7 @@ class FastWatchStream:
         if isinstance(exc, FramingError) and exc.args[:1] == ("closed",):
             return ConnectionFailed("the connection was cut in the middle of the response",
                                     reason="ConnectionReset", **self._conn.where)
-        return _conn_error(cause, _Target("http://x"), self._conn.where)
+        return _conn_error(cause, _Target("http://x"), self._conn.where, self.decoder.redactor)
 
     async def batches(
         self,
@@ -370,7 +371,7 @@ async def open_stream(
     silence; ``line_timeout`` (default: ``read_timeout``) bounds how long one event may take
     to arrive once begun; ``max_line`` caps its size. ``piece`` (bytes decoded per call) and
     ``buffer_size`` (the preallocated receive buffer) are for tests and tuning."""
-    from watchkeeper.client.transport import USER_AGENT, _scrubbed
+    from watchkeeper.client.transport import USER_AGENT
 
     where: dict[str, Any] = {"method": "GET", "path": path}
     target = _Target(transport._base)
@@ -382,6 +383,7 @@ async def open_stream(
         try:
             assert proto.transport is not None and proto.head_ready is not None
             proto.transport.write(request)
+            failure: ApiError | None = None
             try:
                 async with asyncio.timeout(read_timeout):
                     head = await proto.head_ready
@@ -389,10 +391,11 @@ async def open_stream(
                 raise Timeout("no response from the server in time", reason="ClientTimeout",
                               **where) from None
             except (FramingError, OSError, ssl.SSLError) as exc:
-                raise _conn_error(exc, target, where) from None
+                failure = _conn_error(exc, target, where, transport.redactor)
+            if failure is not None:  # raised outside the handler: the bad line is no context
+                raise failure
             hdrs = CIMultiDictProxy(head.headers)
-            for text in parse_warnings(hdrs.getall("Warning", ())):
-                transport.on_warning(text)
+            transport.warn(hdrs)
             if head.status == 401 and attempt == 1:
                 await transport._refresh_credentials()
                 continue
@@ -403,18 +406,20 @@ async def open_stream(
                 except TimeoutError:
                     raise Timeout("no response from the server in time",
                                   reason="ClientTimeout", **where) from None
-                raise _scrubbed(error_from_response(head.status, body, headers=hdrs, **where),
-                                transport._secrets(headers))
+                raise transport.redactor.response_error(head.status, body, headers=hdrs,
+                                                        **where)
             if transport.circuit is not None:
                 transport.circuit.record_success()  # the watch opened: the server is back
-            coding = hdrs.get("Content-Encoding", "identity").lower()
-            if coding not in ("", "identity"):
+            coding = hdrs.get("Content-Encoding", "identity")
+            if coding.lower() not in ("", "identity"):
                 raise InvalidResponse(
-                    f"the watch came back with Content-Encoding {coding!r} although "
-                    "identity was asked for", **where)
+                    f"the watch came back with Content-Encoding "
+                    f"{transport.redactor.excerpt(coding, 60)!r} although identity was asked "
+                    "for", **where)
             conn = _Connection(proto, head, where, read_timeout,
                                line_timeout if line_timeout is not None else read_timeout)
-            yield FastWatchStream(conn, path, lazy=lazy, max_line=max_line, piece=piece)
+            yield FastWatchStream(conn, path, lazy=lazy, max_line=max_line, piece=piece,
+                                  redactor=transport.redactor)
             return
         finally:
             if conn is not None:

@@ -7,16 +7,13 @@ so the layers above never see an aiohttp or ssl exception.
 from __future__ import annotations
 
 import asyncio
-import base64
 import socket
 import ssl
 from collections.abc import Mapping
-from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-import msgspec
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from watchkeeper._version import __version__
@@ -29,9 +26,9 @@ from watchkeeper.client.errors import (
     InvalidResponse,
     Timeout,
     Unauthorized,
-    error_from_response,
 )
 from watchkeeper.client.exec_auth import ExecAuth
+from watchkeeper.client.redact import Redactor
 from watchkeeper.client.server_warnings import LogOnce, WarningHandler, parse_warnings
 
 USER_AGENT = f"watchkeeper/{__version__}"
@@ -99,7 +96,8 @@ class Transport:
         self._session: aiohttp.ClientSession | None = None
         self._ssl: ssl.SSLContext | None = config.ssl_context()
         self._base = config.server.rstrip("/")
-        self._key: bytes | None = None  # a client key from an exec plugin, to redact
+        # What the server says is quoted through it: it knows every credential sent.
+        self.redactor = Redactor(config.client_key_data)
         # The Client's shared reachability circuit: every successful response closes it.
         self.circuit: Circuit | None = None
 
@@ -111,7 +109,7 @@ class Transport:
                 if pair is not None:
                     from dataclasses import replace
 
-                    self._key = pair[1]
+                    self.redactor.note_key(pair[1])
                     self._ssl = replace(
                         self.config, client_cert_data=pair[0], client_key_data=pair[1]
                     ).ssl_context()
@@ -133,13 +131,8 @@ class Transport:
                 self._session._retry_connection = False
         return self._session
 
-    def _secrets(self, headers: Mapping[str, str]) -> list[str]:
-        return request_secrets(headers, self._key or self.config.client_key_data)
-
-    def _failure(
-        self, exc: BaseException, method: str, path: str, headers: Mapping[str, str]
-    ) -> BaseException:
-        return _failure(exc, method, path, self._secrets(headers))
+    def _failure(self, exc: BaseException, method: str, path: str) -> BaseException:
+        return _failure(exc, method, path, self.redactor)
 
     async def close(self) -> None:
         if self._session is not None:
@@ -150,12 +143,14 @@ class Transport:
         """The credentials' headers; a credential plugin that fails is an ``Unauthorized``
         (no credentials), so a watcher surfaces and retries it instead of dying."""
         try:
-            return await self.config.auth.headers()
+            headers = await self.config.auth.headers()
         except ConfigError as exc:
             raise Unauthorized(
-                f"could not obtain credentials: {exc}", reason="CredentialsUnavailable",
-                method=method, path=path,
+                f"could not obtain credentials: {self.redactor.scrub(str(exc))}",
+                reason="CredentialsUnavailable", method=method, path=path,
             ) from exc
+        self.redactor.note(headers)  # before it is sent: a server may echo it at once
+        return headers
 
     async def _refresh_credentials(self) -> None:
         """After a 401: fresh token next request; a fresh client certificate needs a new
@@ -170,9 +165,10 @@ class Transport:
             headers.extend(self.config.impersonate.headers())
         return headers
 
-    def _warn(self, headers: CIMultiDictProxy[str]) -> None:
+    def warn(self, headers: CIMultiDictProxy[str]) -> None:
+        """Hand the response's ``Warning`` texts, scrubbed, to the warning handler."""
         for text in parse_warnings(headers.getall("Warning", ())):
-            self.on_warning(text)
+            self.on_warning(self.redactor.scrub(text))
 
     def _kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = {}
@@ -213,19 +209,18 @@ class Transport:
                     data = await resp.read()
                     status, resp_headers = resp.status, resp.headers
             except BaseException as exc:
-                failure = self._failure(exc, method, path, headers)
+                failure = self._failure(exc, method, path)
                 if failure is exc:
                     raise
             if failure is not None:
                 raise failure  # outside the handler: nothing of aiohttp's in its chain
-            self._warn(resp_headers)
+            self.warn(resp_headers)
             if status == 401 and attempt == 1:
                 await self._refresh_credentials()
                 continue
             if status >= 400:
-                raise _scrubbed(error_from_response(
-                    status, data, method=method, path=path, headers=resp_headers
-                ), self._secrets(headers))
+                raise self.redactor.response_error(
+                    status, data, method=method, path=path, headers=resp_headers)
             if self.circuit is not None:
                 self.circuit.record_success()
             return Response(status, resp_headers, data)
@@ -243,75 +238,17 @@ class TransportFailure(Exception):
     the request headers (the Authorization header among them)."""
 
 
-_REDACTED = "<redacted>"
-
-
-def _scrub(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        if secret in text:
-            text = text.replace(secret, _REDACTED)
-    return text
-
-
-def _failure(
-    exc: BaseException, method: str, path: str, secrets: list[str]
-) -> BaseException:
+def _failure(exc: BaseException, method: str, path: str, redactor: Redactor) -> BaseException:
     """The typed error for ``exc``, with a scrubbed text of it as its only cause; ``exc``
     itself when it is already ours or must pass (cancellation)."""
     error = _translate(exc, method, path)
     if error is exc:
-        return _scrubbed(error, secrets) if isinstance(error, ApiError) else error
+        return redactor.error(error) if isinstance(error, ApiError) else error
     assert isinstance(error, ApiError)
-    error = _scrubbed(error, secrets)
-    error.__cause__ = TransportFailure(_scrub(f"{type(exc).__name__}: {exc}", secrets))
+    error = redactor.error(error)
+    error.__cause__ = TransportFailure(redactor.scrub(f"{type(exc).__name__}: {exc}"))
     error.__context__ = None
     return error
-
-
-def _scrubbed(error: ApiError, secrets: list[str]) -> ApiError:
-    """``error`` without any of ``secrets`` in its message or Status: a proxy or a broken
-    server may echo a request header back in its answer."""
-    if not secrets:
-        return error
-    message = _scrub(error.message, secrets)
-    if message != error.message:
-        error.message = message
-        error.args = (message,)
-    if error.status is not None:
-        escaped = [e for s in secrets for e in (s, msgspec.json.encode(s).decode()[1:-1])]
-        try:
-            text = msgspec.json.encode(error.status).decode()
-        except (RecursionError, TypeError, ValueError):
-            error.status, error.details = None, {}
-            return error
-        if any(e in text for e in escaped):
-            try:
-                error.status = msgspec.json.decode(_scrub(text, escaped))
-            except (msgspec.DecodeError, RecursionError):
-                error.status = None
-            details = error.status.get("details") if isinstance(error.status, dict) else None
-            error.details = details if isinstance(details, dict) else {}
-    return error
-
-
-def request_secrets(headers: Mapping[str, str], key: bytes | None = None) -> list[str]:
-    """Every form of the credentials of one request a message could show: the
-    Authorization value, its credential part, a basic-auth password, a client key's lines."""
-    out: list[str] = []
-    auth = headers.get("Authorization")
-    if auth:
-        scheme, _, credential = auth.partition(" ")
-        out += [auth, credential]
-        if scheme.lower() == "basic":
-            with suppress(ValueError):  # binascii.Error and UnicodeDecodeError are ValueErrors
-                out.append(base64.b64decode(credential).decode().partition(":")[2])
-    if key:
-        text = key.decode("utf-8", "replace")
-        body = [ln.strip() for ln in text.splitlines() if ln.strip() and "-----" not in ln]
-        out += [text.strip(), "".join(body), *body]
-    # Longest first, so a fragment never breaks a longer match; very short values (a
-    # one-letter password) would blank out ordinary words and are not searched for.
-    return sorted({s for s in out if len(s) >= 6}, key=len, reverse=True)
 
 
 def _translate(exc: BaseException, method: str, path: str) -> BaseException:

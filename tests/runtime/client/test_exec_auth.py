@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 import pytest
 import trustme
@@ -487,6 +488,33 @@ async def test_stderr_redaction_reaches_watcher_logs(
     for secret in (token, *_key_lines(key)):
         for text in (str(err), warnings, caplog.text):
             assert secret not in text and json.dumps(secret)[1:-1] not in text
+
+
+@pytest.mark.parametrize("form", ["url-encoded", "returned-two-runs-ago"])
+async def test_stderr_hides_the_tokens_it_returned_in_any_encoding(
+    plugin: Plugin, form: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Opaque tokens (with ``+``, ``/`` and ``=``) the plugin returned on earlier runs, then
+    a failing run (with bad output) whose stderr quotes one: URL-encoded in a URL it logs,
+    or the one from two runs ago as is (still valid, maybe): the ExecPluginError holds none
+    of them, in no form."""
+    old, new = "ex3c+OLD/opaque==1a2b3c", "ex3c+NEW/opaque==4d5e6f"
+    auth = ExecAuth(str(plugin.path))
+    for token in (old, new):
+        plugin.answer(credential(token=token))
+        assert await auth.headers() == bearer(token)
+        await auth.refresh()
+    quoted = quote(new, safe="") if form == "url-encoded" else old
+    plugin.answer(f"no credential: {quoted}", exit=1,
+                  stderr=f"GET https://idp.example/renew?t={quoted}: 401\n")
+    with pytest.raises(ExecPluginError) as info:
+        await auth.headers()
+    message = str(info.value)
+    for token in (old, new):
+        for shown in (token, quote(token, safe=""), quote_plus(token), json.dumps(token)):
+            assert shown not in message and shown not in repr(info.value)
+            assert shown not in caplog.text
+    assert "exited with code 1" in message and "idp.example/renew?t=<redacted>" in message
 
 
 # -- the exec plugin's time limit is a client setting --------------------------------------------

@@ -2,7 +2,8 @@
 
 A client is configured with a bearer token or a basic-auth password, and a client key, and
 every failure path is provoked by a raw server on 127.0.0.1 (malformed HTTP, cut bodies,
-timeouts, every Status code, a proxy that echoes the request's Authorization header back,
+timeouts, every Status code, a proxy that echoes the request's Authorization header back
+in an error body, a watch line, an ERROR event, a header line or a Content-Encoding,
 garbage watch lines). For each error, its ``__cause__`` and ``__context__`` chain, args,
 reprs, ``__dict__``, str and ``traceback.format_exception`` text are searched, and so are
 the logs (DEBUG, including aiohttp's). The exception text helpers are test_secrets'.
@@ -62,14 +63,20 @@ def credentials(kind: str) -> tuple[Auth, list[str]]:
     return BasicAuth("bob", password), [password, encoded]
 
 
+def echoed(req: Request) -> str:
+    """The request's Authorization header (and its parts), as a proxy quotes it."""
+    auth = req.headers.get("authorization", "")
+    said = f"rejected header Authorization: {auth} (credential {auth.partition(' ')[2]})"
+    if auth.startswith("Basic "):
+        said += " password " + base64.b64decode(auth[6:]).decode().partition(":")[2]
+    return said
+
+
 def echo(status: int, *, as_status: bool) -> Callable[[Request, asyncio.StreamWriter], Any]:
     """A proxy that quotes the request's Authorization header (and its parts) back."""
 
     async def handler(req: Request, w: asyncio.StreamWriter) -> None:
-        auth = req.headers.get("authorization", "")
-        said = f"rejected header Authorization: {auth} (credential {auth.partition(' ')[2]})"
-        if auth.startswith("Basic "):
-            said += " password " + base64.b64decode(auth[6:]).decode().partition(":")[2]
+        said = echoed(req)
         if as_status:
             body = json.dumps({"kind": "Status", "apiVersion": "v1", "code": status,
                                "reason": "BadRequest", "message": said,
@@ -80,6 +87,43 @@ def echo(status: int, *, as_status: bool) -> Callable[[Request, asyncio.StreamWr
         await w.drain()
 
     return handler
+
+
+async def echo_in_a_watch_line(req: Request, w: asyncio.StreamWriter) -> None:
+    """A 200 watch whose first line is not JSON but the quoted header."""
+    w.write(head(200, chunked=True) + chunk(echoed(req).encode() + b"\n") + chunk(b""))
+    await w.drain()
+
+
+async def echo_in_an_error_event(req: Request, w: asyncio.StreamWriter) -> None:
+    """A 200 watch whose ERROR event's Status quotes the header (message and details)."""
+    said = echoed(req)
+    line = json.dumps({"type": "ERROR", "object": {
+        "kind": "Status", "code": 500, "reason": "InternalError", "message": said,
+        "details": {"causes": [{"message": said}]}}}).encode()
+    w.write(head(200, chunked=True) + chunk(line + b"\n") + chunk(b""))
+    await w.drain()
+
+
+async def echo_in_a_header_line(req: Request, w: asyncio.StreamWriter) -> None:
+    """A response head with a malformed header line (no colon) quoting the header."""
+    auth = req.headers.get("authorization", "")
+    w.write(f"HTTP/1.1 200 OK\r\nConnection: close\r\nEcho {auth}\r\n\r\n".encode())
+    await w.drain()
+
+
+async def echo_as_content_encoding(req: Request, w: asyncio.StreamWriter) -> None:
+    """A watch answered with the header as its Content-Encoding."""
+    w.write(head(200, {"Content-Encoding": req.headers.get("authorization", "")},
+                 chunked=True) + chunk(b""))
+    await w.drain()
+
+
+async def echo_in_a_200_body(req: Request, w: asyncio.StreamWriter) -> None:
+    """A 200 whose body is not JSON but the quoted header."""
+    body = echoed(req).encode()
+    w.write(head(200, {"Content-Type": "text/plain"}, length=len(body)) + body)
+    await w.drain()
 
 
 def status(code: int, reason: str) -> bytes:
@@ -156,6 +200,13 @@ PATHS: list[tuple[str, Any, Call, type[BaseException]]] = [
     ("echo-status", echo(400, as_status=True), LIST, wk.BadRequest),
     ("echo-text", echo(502, as_status=False), GET, wk.ServerError),
     ("echo-watch", echo(403, as_status=True), WATCH, wk.Forbidden),
+    ("echo-watch-line", echo_in_a_watch_line, WATCH, wk.InvalidResponse),
+    ("echo-watch-error-event", echo_in_an_error_event, WATCH, wk.ServerError),
+    ("echo-watch-header-line", echo_in_a_header_line, WATCH, wk.InvalidResponse),
+    ("echo-watch-content-encoding", echo_as_content_encoding, WATCH, wk.InvalidResponse),
+    # a 200 body that is not JSON is not quoted (only the decoder's words): nothing to blank
+    ("ok-echo-list", echo_in_a_200_body, LIST, wk.InvalidResponse),
+    ("ok-echo-get", echo_in_a_200_body, GET, wk.InvalidResponse),
     *[(f"status-{code}-{reason}", respond(code, status(code, reason)), LIST, cls)
       for code, reason, cls in STATUSES],
     *[(f"watch-status-{code}-{reason}", respond(code, status(code, reason)), WATCH, cls)
