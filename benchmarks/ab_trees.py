@@ -5,9 +5,11 @@ once per round for each tree, alternating which tree goes first, with ``PYTHONPA
 at that tree's ``src``. The figure is client CPU per event (per object for LIST); the verdict
 is the median over rounds of the same-round ratio ``new / base`` (1.00 = unchanged; below 1
 the new tree is cheaper), so load that shifts between rounds cancels out. The load average
-is recorded with each round.
+is recorded with each round. ``--controller N`` adds the controller benchmark
+(``controller_throughput --clients watchkeeper``: client CPU per object reconciled once,
+with N ConfigMaps).
 
-    python -m benchmarks.ab_trees --base ../base/src --new src [--rounds 5]
+    python -m benchmarks.ab_trees --base ../base/src --new src [--rounds 5] [--controller 10000]
 """
 
 from __future__ import annotations
@@ -67,7 +69,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--events", type=int, default=100_000)
     p.add_argument("--objects", type=int, default=10_000, help="ConfigMaps for the LIST")
+    p.add_argument("--controller", type=int, default=0, metavar="N",
+                   help="also the controller benchmark with N ConfigMaps (0: not run)")
     a = p.parse_args(argv)
+    kinds = ("watch", "list", "controller") if a.controller else ("watch", "list")
     trees = {"base": a.base, "new": a.new}
     rounds: list[dict[str, Any]] = []
     for i in range(a.rounds):
@@ -82,10 +87,15 @@ def main(argv: list[str] | None = None) -> None:
                            "--objects", str(a.objects)], trees[name])
             row[name] = {"watch": _per_unit(watch, "events"),
                          "list": _per_unit(listed, "objects")}
+            if a.controller:
+                ctrl = _run("benchmarks.controller_throughput",
+                            ["--clients", "watchkeeper", "--objects", str(a.controller)],
+                            trees[name])
+                row[name]["controller"] = _per_unit(ctrl, "objects")
         rounds.append(row)
         print(f"round {i + 1}/{a.rounds} done (load {row['load']:.2f})", file=sys.stderr)
     summary: dict[str, dict[str, float]] = {}
-    for kind in ("watch", "list"):
+    for kind in kinds:
         for label in rounds[0]["base"][kind]:
             ratios = [r["new"][kind][label] / r["base"][kind][label] for r in rounds
                       if label in r["new"][kind] and label in r["base"][kind]]
