@@ -6,7 +6,11 @@ times, or for ``duration`` seconds) until removed. Kinds:
 - ``refuse``   the listening socket is closed (connections refused; the port is kept and
                reopened when the fault goes). With ``count_refused=True`` the server instead
                accepts and resets each connection at once, so attempts can be counted.
-- ``error``    answer with an HTTP error code and a Status body (default 500).
+- ``error``    answer with an HTTP error code and a Status body (default 500). With
+               ``plain=True`` the body is plain text instead, no Status: as a gateway or
+               load balancer answers for an apiserver it cannot reach (502, 504), or as
+               kube-aggregator answers for an aggregated API that is down (503,
+               "service unavailable").
 - ``throttle`` answer 429 with ``Retry-After`` and the apiserver's plain-text body: as API
                Priority and Fairness does (``limiter="apf"``, with X-Kubernetes-Pf-* headers;
                174, or after ``delay`` seconds in a queue: 175) or as the legacy max-in-flight
@@ -84,6 +88,7 @@ class Fault:
     data: bytes = b"this is not json\n"
     after_events: int = 0
     count_refused: bool = False
+    plain: bool = False  # error: a plain-text body, no Status
     limiter: str = "apf"  # throttle: "apf" or "max-inflight"
     fired: int = 0
     id: int = field(default_factory=lambda: next(_ids))
@@ -159,8 +164,10 @@ class Faults:
         """Refuse connections (``count`` only applies with ``count_refused``)."""
         return self.add("refuse", duration=duration, count_refused=count_refused, count=count)
 
-    def error(self, code: int = 500, message: str = "", **match: Any) -> Fault:
-        return self.add("error", code=code, message=message, **match)
+    def error(self, code: int = 500, message: str = "", *, plain: bool = False,
+              **match: Any) -> Fault:
+        """``code`` with a Status body, or with ``message`` as plain text (``plain``)."""
+        return self.add("error", code=code, message=message, plain=plain, **match)
 
     def throttle(self, retry_after: float = 1, *, delay: float = 0.0, limiter: str = "apf",
                  **match: Any) -> Fault:

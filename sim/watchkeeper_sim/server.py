@@ -14,7 +14,8 @@ Admin endpoint (same port, no authentication, never faulted, not in the request 
 - ``POST /_sim/faults``               add one: JSON ``{"kind": "error", "code": 503,
   "count": 2, "duration": 5, "method": "GET", "path_prefix": "/api/v1", "user": "limited",
   "watch": true, "retry_after": 1, "delay": 0.5, "data": "...", "after_events": 3,
-  "count_refused": false}`` (only ``kind`` is required) -> 201 ``{"id": N, ...}``
+  "count_refused": false, "plain": false}`` (only ``kind`` is required) -> 201
+  ``{"id": N, ...}``
 - ``DELETE /_sim/faults`` / ``DELETE /_sim/faults/{id}``   clear all / remove one
 - ``POST /_sim/compact``, ``POST /_sim/stop-watches``, ``POST /_sim/reset-watches``
   (the last two take an optional ``?path_prefix=/api/v1/...`` to pick watches)
@@ -657,6 +658,8 @@ class ApiServer:
             rec.fault = "error"
             reason, default = _ERROR_TEXT.get(err.code, (None, f"injected fault {err.code}"))
             headers = {"Retry-After": _fmt(err.retry_after)} if err.retry_after is not None else {}
+            if err.plain:  # a gateway's or kube-aggregator's answer: no Status
+                return _http.text_response(f"{err.message or default}\n", err.code, headers)
             details = {"retryAfterSeconds": int(err.retry_after)} if err.retry_after else None
             return _http.status_response(
                 _status.status(err.code, reason, err.message or default, details), headers)

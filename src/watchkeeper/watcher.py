@@ -589,8 +589,9 @@ class Watcher:
                     held.clear()
                 if isinstance(error, Forbidden):
                     error.needed_verbs = WATCH_VERBS  # name them all, not one per grant
-                # The Client's circuit: a 4xx proves the server answers and closes it; a
-                # reachability error is reported by ``decide``, with the delay it chose.
+                # The Client's circuit: an answer about this resource (4xx, or a 5xx/429 that
+                # is no gateway's) proves the server answers and closes it, and stays ours;
+                # a reachability error is reported by ``decide``, with the delay it chose.
                 circuit = getattr(self.api.client, "circuit", None)
                 now = clock()
                 turn: Callable[[float, float], float] | None = None

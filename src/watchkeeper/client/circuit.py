@@ -1,12 +1,48 @@
 """One circuit per API server: what a Client's watchers learn about reachability, shared.
 
-While the server is unreachable (connection refused or reset, TLS handshake failure, a
-timeout, 5xx, 429) the circuit is *open*: one caller at a time is the probe, sent on the
-prober's own backoff but, while other callers wait on it, at least every ``probe_max``
-seconds (jittered), and never before the server's Retry-After; every other caller waits.
-The first successful response on the client, any verb, closes it, and the callers that
-were waiting are released spread over ``release_spread`` seconds with jitter, so recovery
-is no thundering herd.
+While the server is unreachable the circuit is *open*: one caller at a time is the probe,
+sent on the prober's own backoff but, while other callers wait on it, at least every
+``probe_max`` seconds (jittered), and never before the server's Retry-After; every other
+caller waits. Any answer from the server closes it (a successful response on the client,
+any verb, or an error response about one resource, below), and the callers that were
+waiting are released spread over ``release_spread`` seconds with jitter, so recovery is no
+thundering herd.
+
+What counts as unreachable (``is_reachability_error``). Only evidence about the *server*
+may hold other resources back, because the circuit makes every watcher of the Client wait
+on one probe: a resource that fails for its own reasons would keep the probe turn forever
+and starve the others (measured before: a watcher of a healthy resource, its connection
+reset, waited 295 s for ``max_unhealthy``). So:
+
+- Evidence: no answer at all. ``ConnectionFailed`` (refused, reset, cut mid-response, TLS
+  handshake failure, DNS) and a ``Timeout`` raised here (``code`` None: no response in time,
+  a silent stream).
+- Evidence too: a 502 or 504 whose body is not a Kubernetes ``Status`` (``error.status`` is
+  None): an HTTP gateway or load balancer speaking for an apiserver it cannot reach (as
+  nginx, Go's ReverseProxy and cloud load balancers do), where every resource fails alike.
+- Not evidence: a 5xx or 429 from one resource is not evidence that the server is
+  unreachable. A ``Status`` 5xx/429 is the apiserver's own answer about one resource, one
+  webhook or one priority level (a failing conversion webhook: 500; its timeout filter:
+  504). A plain-text 429 is API Priority and Fairness, a plain-text 500 a handler that
+  panicked, and a plain-text 503 kube-aggregator's "service unavailable" for an aggregated
+  API that is down (its ``proxyError``): the very case that starved the others, so a
+  Status-less 503 is no gateway evidence here, unlike 502/504.
+
+An answer that is not evidence closes an open circuit (the server answered, whatever it
+said about that resource, 401, 403, 404, 410, 422 and 5xx/429 alike), so a probe that gets
+one keeps nobody waiting, and it stays the caller's own business: its own backoff and its
+own Retry-After. A server that sheds load tells each caller itself when to come back (APF
+answers per priority level, with Retry-After), and a watcher always honours that. A
+failure that is neither (undecodable bytes) says nothing: it neither opens nor closes, and
+a probe that reports one gives up its turn so that another caller probes. The price: behind
+an HTTP proxy that answers 503 for a down apiserver, each watcher backs off on its own (a
+few attempts a minute each) instead of one probe for all; a guess the other way would
+starve healthy resources for minutes.
+
+A caller released when the circuit closes goes after a jittered part of
+``release_spread``, but never later than its own probe turn: the prober whose step was
+about to end when another caller's answer closed the circuit goes at its step, not up to
+half a second after it.
 
 Why a cap on the probe step: the time from the server's return to everyone working again
 is the wait for the next probe plus the release. A watcher's backoff grows to 30-60 s, so
@@ -18,9 +54,6 @@ bound): the cap spends only what sharing saves. No schedule does much better on 
 with N probes a minute, a server back at a random moment waits at least 30/N s for the
 next one on average (median too), however they are spaced; 10 a minute means 3 s.
 
-Errors about one resource (401, 403, 404, 410, 422...) prove the server answers: they
-close it too and stay the caller's own business.
-
 No task is started: waiters sleep on an ``asyncio.Event`` replaced at each change.
 """
 
@@ -31,12 +64,7 @@ import enum
 import random
 from collections.abc import Callable
 
-from watchkeeper.client.errors import (
-    ConnectionFailed,
-    ServerError,
-    Timeout,
-    TooManyRequests,
-)
+from watchkeeper.client.errors import ApiError, ConnectionFailed, Timeout
 
 __all__ = ["Circuit", "CircuitState", "is_reachability_error"]
 
@@ -51,6 +79,10 @@ PROBE_GRACE = 1.0  # seconds the last prober keeps first claim on the next probe
 PROBE_MAX = 7.0
 PROBE_JITTER = 0.15
 RELEASE_SPREAD = 0.5  # seconds over which waiting callers are released when it closes
+# What a gateway or load balancer answers for an upstream it cannot reach (bad gateway,
+# gateway timeout). Not 503: kube-aggregator answers a down aggregated API with a plain-text
+# 503, which is about that API alone.
+GATEWAY_CODES = frozenset({502, 504})
 
 
 class CircuitState(enum.Enum):
@@ -59,17 +91,28 @@ class CircuitState(enum.Enum):
 
 
 def is_reachability_error(error: BaseException) -> bool:
-    """True for an error that says the server (not one resource) is unavailable."""
-    if isinstance(error, ConnectionFailed | Timeout | ServerError | TooManyRequests):
+    """True for evidence that the server itself (not one resource) is unreachable: no
+    answer at all, or a gateway's 502/504 without a Kubernetes Status (module docstring)."""
+    if isinstance(error, ConnectionFailed):
         return True
-    code = getattr(error, "code", None)
-    return isinstance(code, int) and code >= 500
+    if not isinstance(error, ApiError):
+        return False
+    if error.code is None:
+        return isinstance(error, Timeout)  # no response in time: ours, not the server's
+    return _from_gateway(error)
+
+
+def _from_gateway(error: ApiError) -> bool:
+    """A 502/504 whose body was no Kubernetes Status (``error.status`` None): a proxy's
+    answer for an apiserver behind it, not the apiserver's about one resource."""
+    return error.code in GATEWAY_CODES and error.status is None
 
 
 def _answered(error: BaseException) -> bool:
-    """A 4xx other than 429: the server is there and answered about one resource."""
-    code = getattr(error, "code", None)
-    return isinstance(code, int) and 400 <= code < 500 and code != 429
+    """The server answered (any HTTP status but a gateway's): it is reachable, whatever it
+    said about one resource."""
+    return (isinstance(error, ApiError) and isinstance(error.code, int)
+            and not is_reachability_error(error))
 
 
 class Circuit:
@@ -155,20 +198,27 @@ class Circuit:
             self._notify()
 
     def record_failure(self, error: BaseException, delay: float | None = None) -> None:
-        """A request failed. Only reachability errors open the circuit; a 4xx answer
-        proves the server reachable and closes it. The failure that opens the circuit, or
-        the probe's, schedules the next probe ``delay`` seconds on (the caller's backoff;
-        the fallback schedule when None), at most ``probe_max`` (jittered) and never before
-        Retry-After, and gives its caller
+        """A request failed. Only reachability errors open the circuit; any other answer
+        (4xx, or a 5xx/429 about one resource) proves the server reachable and closes it.
+        The failure that opens the circuit, or the probe's, schedules the next probe
+        ``delay`` seconds on (the caller's backoff; the fallback schedule when None), at
+        most ``probe_max`` (jittered) and never before Retry-After, and gives its caller
         first claim on it."""
         if _answered(error):
             self.record_success()
             return
         task = asyncio.current_task()
         from_probe = self._probe is not None and self._probe is task
+        if not is_reachability_error(error):
+            # Says nothing about the server: no probe result either. A probe that ends so
+            # gives up its turn (and its first claim), so that it cannot keep the others
+            # waiting on a failure of its own.
+            if from_probe and task is not None:
+                task.remove_done_callback(self._release_probe)
+                self._probe, self._prober = None, None
+                self._notify()
+            return
         if self.state is CircuitState.CLOSED:
-            if not is_reachability_error(error):
-                return
             self.state, self.opened = CircuitState.OPEN, self.opened + 1
             self._attempt = 0
         elif not from_probe:
@@ -218,14 +268,20 @@ class Circuit:
 
     async def _wait_turn(self, not_before: float, latest: float | None) -> bool:
         waited_open = False
+        own: float | None = None  # when this caller was to go as the probe
         while True:
             now = self.now()
             if latest is not None and now >= latest - SLACK:
                 return False
             if self.state is CircuitState.CLOSED:
                 if waited_open and self.release_spread > 0:
-                    # Recovery: staggered, so the server is not hit by all at once.
-                    await asyncio.sleep(self._rng.uniform(0.0, self.release_spread))
+                    # Recovery: staggered, so the server is not hit by all at once, but
+                    # never later than this caller's own probe turn would have gone (the
+                    # circuit closed by another caller's answer just before it).
+                    spread = self._rng.uniform(0.0, self.release_spread)
+                    if own is not None:
+                        spread = min(spread, max(0.0, own - self.now()))
+                    await asyncio.sleep(spread)
                 left = not_before - self.now()
                 if latest is not None:
                     left = min(left, latest - self.now())
@@ -244,7 +300,7 @@ class Circuit:
             ):
                 wake = max(self._next_probe_at + PROBE_GRACE, not_before)  # the prober's turn
             elif self._probe is None:
-                at = max(self._next_probe_at, not_before)
+                at = own = max(self._next_probe_at, not_before)
                 if now >= at - SLACK:
                     if me is not None:
                         self._probe, self._probe_since = me, now

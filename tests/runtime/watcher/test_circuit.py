@@ -158,8 +158,8 @@ def test_the_probe_step_is_capped_with_jitter_and_retry_after_still_wins() -> No
             c.record_failure(wk.ConnectionFailed("refused"), 45.0)
             steps.append(c.expected_wait())
         assert PROBE_MAX <= min(steps) < max(steps) <= PROBE_MAX * (1 + PROBE_JITTER)
-        c._probe = asyncio.current_task()
-        c.record_failure(wk.TooManyRequests("slow down", code=429, retry_after=20.0), 45.0)
+        c._probe = asyncio.current_task()  # a gateway's 502 (no Status) with Retry-After
+        c.record_failure(wk.ServerError("bad gateway", code=502, retry_after=20.0), 45.0)
         assert c.expected_wait() == pytest.approx(20.0)  # never faster than Retry-After
         waiter.cancel()
         await asyncio.gather(waiter, return_exceptions=True)
@@ -199,14 +199,15 @@ async def test_a_403_on_one_resource_does_not_hold_back_the_others(
 
 
 @pytest.mark.looptime
-async def test_retry_after_from_the_server_applies_to_the_circuit(
+async def test_retry_after_from_a_gateway_applies_to_the_circuit(
     srv: ApiServer, client: wk.Client
 ) -> None:
-    """One 429 with Retry-After: 20, told to the probe, holds every watcher's retry (the
-    server would answer the others at once: without the circuit they are back in ~1 s)."""
+    """One 502 with Retry-After: 20 and no Status (a gateway for an apiserver it cannot
+    reach), told to the probe, holds every watcher's retry (the server would answer the
+    others at once: without the circuit they are back in ~1 s)."""
     loop = asyncio.get_running_loop()
     recs = await _fleet(srv, client)
-    srv.faults.throttle(retry_after=20, count=1)
+    srv.faults.error(502, plain=True, retry_after=20, count=1)
     srv.reset_watches()
     told = loop.time()
     for rec in recs:
@@ -216,10 +217,44 @@ async def test_retry_after_from_the_server_applies_to_the_circuit(
     async with asyncio.timeout(60):
         while srv.open_watches < len(recs):
             await asyncio.sleep(0.01)
-    told_429 = [e for rec in recs for e in rec.errors() if isinstance(e, wk.TooManyRequests)]
-    assert len(told_429) == 1
+    told_502 = [e for rec in recs for e in rec.errors() if e.code == 502]
+    assert len(told_502) == 1
     assert loop.time() - told >= 20
     assert loop.time() - told <= 20 + 2.5  # the probe, then the staggered release
+    for rec in recs:
+        await rec.stop()
+
+
+@pytest.mark.looptime
+async def test_a_429_is_the_throttled_watchers_own(srv: ApiServer, client: wk.Client) -> None:
+    """The same Retry-After: 20 as a 429 (API Priority and Fairness, about one request):
+    the throttled watcher waits it out alone; its answer closes the circuit (the server
+    answered) and the other nine are back within the release, not 20 s later."""
+    loop = asyncio.get_running_loop()
+    recs = await _fleet(srv, client)
+    srv.faults.throttle(retry_after=20, count=1)
+    srv.reset_watches()
+
+    def throttled() -> list[Recorder]:
+        return [r for r in recs if any(isinstance(e, wk.TooManyRequests) for e in r.errors())]
+
+    async with asyncio.timeout(30):
+        while not throttled():
+            await asyncio.sleep(0.01)
+    told = loop.time()
+    [slow] = throttled()
+    async with asyncio.timeout(10):
+        while srv.open_watches < len(recs) - 1:
+            await asyncio.sleep(0.01)
+    assert loop.time() - told <= RELEASE_SPREAD + 0.3
+    assert client.circuit.state is CircuitState.CLOSED
+    await asyncio.sleep(told + 19.5 - loop.time())
+    assert srv.open_watches == len(recs) - 1  # the throttled one honours its Retry-After
+    async with asyncio.timeout(10):
+        while srv.open_watches < len(recs):
+            await asyncio.sleep(0.01)
+    assert 20 <= loop.time() - told <= 20 + 0.3
+    assert len(slow.errors()) == 2  # the reset, then the 429
     for rec in recs:
         await rec.stop()
 
@@ -233,9 +268,17 @@ def test_only_reachability_errors_open_it() -> None:
         assert c.state is CircuitState.OPEN
         c.record_failure(wk.Forbidden("no", code=403))  # the server answered
         assert c.state is CircuitState.CLOSED
-        c.record_failure(wk.ServerError("down", code=503))
+        c.record_failure(wk.ServerError("bad gateway", code=502))  # no Status: a gateway's
         assert c.state is CircuitState.OPEN
         c.record_success()
+        assert c.state is CircuitState.CLOSED
+        c.record_failure(wk.Timeout("no answer", reason="ClientTimeout"))
+        assert c.state is CircuitState.OPEN
+        # The apiserver's own answers about one resource close it (issue 21 item 2).
+        c.record_failure(wk.ServerError("down", code=503, status={"kind": "Status"}))
+        assert c.state is CircuitState.CLOSED
+        c.record_failure(wk.ConnectionFailed("reset"))
+        c.record_failure(wk.TooManyRequests("slow down", code=429, retry_after=5.0))
         assert c.state is CircuitState.CLOSED
 
     asyncio.run(main())

@@ -176,12 +176,22 @@ def test_an_unreachable_server_waits_on_the_clients_circuit() -> None:
     # before it (deadline NOW + 290)
     assert d == Decision(RetryAction.RETRY, delay=4.0, circuit=True,
                          floor=CIRCUIT_MIN_SPACING, latest=NOW + 285.0)
-    # Retry-After is the circuit floor too; a 4xx is no reachability error: no circuit
+    # Retry-After is the circuit floor too (a gateway's 502, no Status: the server is
+    # unreachable behind it)
     asked.clear()
-    run(wk.TooManyRequests("slow", code=429, retry_after=3.0), h=h, circuit=circuit)
+    run(wk.ServerError("bad gateway", code=502, retry_after=3.0), h=h, circuit=circuit)
     assert asked == [(3.0, 3.0)]
-    d, _ = run(wk.Forbidden("no", code=403), h=h, circuit=circuit)
-    assert not d.circuit and d.delay == 1.5 and asked == [(3.0, 3.0)]
+    # An answer about one resource is no reachability error: no circuit, our own backoff
+    # and Retry-After (issue 21: a 5xx or 429 from one resource held the others back)
+    status = {"kind": "Status", "code": 503}
+    for answer in (wk.Forbidden("no", code=403),
+                   wk.ServerError("webhook down", code=503, status=status),
+                   wk.ServerError("service unavailable", code=503),  # kube-aggregator's
+                   wk.Timeout("request timed out", code=504, status={**status, "code": 504})):
+        d, _ = run(answer, h=h, circuit=circuit)
+        assert not d.circuit and d.delay == 1.5 and asked == [(3.0, 3.0)]
+    d, _ = run(wk.TooManyRequests("slow", code=429, retry_after=3.0), h=h, circuit=circuit)
+    assert not d.circuit and d.delay == 3.0 and asked == [(3.0, 3.0)]
 
 
 # -- the phase, visible in WatchHealth, on a real watcher --------------------------------------
@@ -189,9 +199,10 @@ def test_an_unreachable_server_waits_on_the_clients_circuit() -> None:
 
 @pytest.mark.looptime
 async def test_the_phase_is_visible_in_watch_health() -> None:
-    """Throttled (429, Retry-After 7: the server is overloaded, so the client's circuit
-    paces the retries): each WatchError is handed out while WAITING_ON_CIRCUIT; once the
-    list worked and the watch opened, WATCHING; streaming: STREAMING_LIST until its end."""
+    """Throttled (429, Retry-After 7: an answer about this request, so its own backoff and
+    Retry-After pace the retries, not the client's circuit): each WatchError is handed out
+    while BACKING_OFF; once the list worked and the watch opened, WATCHING; streaming:
+    STREAMING_LIST until its end. (Waiting on the circuit: test_circuit.py.)"""
     import asyncio
 
     from watchkeeper_sim import ApiServer
@@ -210,8 +221,8 @@ async def test_the_phase_is_visible_in_watch_health() -> None:
                     break
         # InitStart comes before each LIST attempt; the two 429s are waited out
         assert seen == [
-            ("InitStart", WatchPhase.INITIAL_LIST), ("WatchError", WatchPhase.WAITING_ON_CIRCUIT),
-            ("InitStart", WatchPhase.INITIAL_LIST), ("WatchError", WatchPhase.WAITING_ON_CIRCUIT),
+            ("InitStart", WatchPhase.INITIAL_LIST), ("WatchError", WatchPhase.BACKING_OFF),
+            ("InitStart", WatchPhase.INITIAL_LIST), ("WatchError", WatchPhase.BACKING_OFF),
             ("InitStart", WatchPhase.INITIAL_LIST), ("InitDone", WatchPhase.WATCHING),
         ]
         await events.aclose()  # type: ignore[attr-defined]
@@ -233,6 +244,6 @@ def test_the_circuits_wait_is_never_a_rounding_error_under_retry_after() -> None
     """(now + 3) - now is 2.9999999999999996 for some loop times: the announced delay must
     still honour Retry-After (seen as a rare failure of the property test)."""
     h = health(WatchState.DEGRADED, down_since=NOW - 10.0)
-    d, _ = run(wk.TooManyRequests("slow", code=429, retry_after=3.0), h=h,
+    d, _ = run(wk.ServerError("bad gateway", code=502, retry_after=3.0), h=h,
                circuit=lambda delay, floor: (1e9 + floor) - 1e9 - 1e-9)
     assert d.delay == 3.0 and d.circuit

@@ -72,6 +72,27 @@ async def test_error_and_throttle_faults(apiserver: ApiServer, req) -> None:
     assert status == 500 and body["reason"] == "InternalError"
 
 
+async def test_a_plain_error_fault_has_no_status_and_keeps_to_its_path(
+    apiserver: ApiServer, req
+) -> None:
+    """A gateway's or kube-aggregator's answer: the code and a text body, no Status; the
+    path prefix confines it to one resource."""
+    secrets = "/api/v1/namespaces/default/secrets"
+    apiserver.faults.error(503, "service unavailable", plain=True, retry_after=7,
+                           path_prefix=secrets)
+    status, body, headers = await req("GET", secrets)
+    assert (status, body) == (503, "service unavailable\n")
+    assert headers["Content-Type"] == "text/plain; charset=utf-8"
+    assert headers["Retry-After"] == "7"
+    status, _, _ = await req("GET", CMS)
+    assert status == 200  # another resource is served
+    apiserver.faults.clear()
+    apiserver.faults.add("error", code=502, plain=True)  # as over the admin endpoint
+    status, body, _ = await req("GET", CMS)
+    assert (status, body) == (502, "bad gateway (injected fault)\n")
+    assert apiserver.faults.describe()[0]["plain"] is True
+
+
 async def test_slow_and_hang(apiserver: ApiServer, req, session: aiohttp.ClientSession) -> None:
     apiserver.faults.slow(0.2, count=1)
     t0 = time.monotonic()
