@@ -138,9 +138,32 @@ async def scenario(steps: list[tuple[str, str]], lazy: bool, streaming: bool = F
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
 
-    # 1. No resourceVersion is delivered twice as a change (Apply/Delete).
-    changes = [wk.meta.resource_version(ev.obj) for _, ev in seen
-               if isinstance(ev, wk.Apply | wk.Delete) and wk.meta.name(ev.obj) != "marker"]
+    # 1. No resourceVersion is delivered twice as a change (Apply/Delete from the watch).
+    #    A Delete inside a relist (InitStart..InitDone) is the reflector's report of an
+    #    object that vanished while disconnected: it carries the last state the cache held,
+    #    which must be the last one delivered for that object (or listed, if never changed).
+    changes: list[str] = []
+    cached: dict[str, str] = {}  # what the store holds: swapped at InitDone
+    listing: dict[str, str] | None = None
+    for _, ev in seen:
+        if isinstance(ev, wk.InitStart):
+            listing = {}
+        elif isinstance(ev, wk.InitDone):
+            cached, listing = listing or {}, None
+        elif isinstance(ev, wk.InitApply):
+            assert listing is not None
+            listing[wk.meta.name(ev.obj)] = wk.meta.resource_version(ev.obj)
+        elif isinstance(ev, wk.Apply | wk.Delete):
+            name, version = wk.meta.name(ev.obj), wk.meta.resource_version(ev.obj)
+            if isinstance(ev, wk.Delete) and listing is not None:
+                assert cached.get(name) == version, (name, version, cached.get(name))
+                continue
+            if name != "marker":
+                changes.append(version)
+            if isinstance(ev, wk.Apply):
+                cached[name] = version
+            else:
+                cached.pop(name, None)
     assert len(changes) == len(set(changes)), changes
     # 2. Retries keep to the schedule: after an error the next thing happens no sooner than
     #    the announced delay (no hot loop), and that delay honours Retry-After.
