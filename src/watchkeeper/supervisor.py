@@ -8,6 +8,12 @@ so health checks can show it), or it fails the supervisor: ``await sup.failed()`
 A task meant to run until stopped (``forever=True``, the default) that returns is a failure
 too. Each state change is logged once; a crash loop with the same error is summarised.
 
+A finished task leaves the supervisor's table: what stays is its ``TaskStatus``, a summary
+(name, state, counts, the error's type and text) for ``statuses()`` and the probes, never
+the asyncio Task or the exception, whose traceback would keep every frame of the task (and
+what their locals hold: a watch stream's 2 MiB buffer, a cache) alive. The owner of a task
+started under ever new names (one per shared watch key) drops even that with ``forget``.
+
 This module sits in the lowest layer (it imports only ``watchkeeper.errors``) because the
 client's exec-plugin refresher and the simulator create tasks as well. For a one-shot
 task that its creator awaits or keeps to cancel, ``start_task`` is the same guarantee
@@ -96,24 +102,33 @@ class _DoublingBackoff:
 
 @dataclass
 class TaskStatus:
-    """What a supervised task is doing; ``since`` is event-loop time of the last change."""
+    """What a supervised task is doing; ``since`` is event-loop time of the last change.
+
+    ``last_error`` is the last crash as text ("Type: message", or that it returned when it
+    should not have) and ``error_type`` its class name (None when it returned): a summary,
+    not the exception, so a status kept after the task ended holds none of its frames."""
 
     name: str
     state: TaskState
     since: float
     restarts: int = 0
-    last_error: BaseException | None = None
+    last_error: str | None = None
     restart: Restart = "never"
     critical: bool = True
+    error_type: str | None = None
 
     def describe(self) -> str:
         """One line for a person: what is wrong with the task (empty when nothing)."""
-        error = _describe_error(self.last_error)
+        error = self.last_error or _describe_error(None)
         if self.state is TaskState.DEGRADED:
             return f"task {self.name!r} crashed ({self.restarts} restarts so far): {error}"
         if self.state is TaskState.FAILED:
             return f"task {self.name!r} died: {error}"
         return ""
+
+    def _crashed(self, error: BaseException | None) -> None:
+        self.last_error = _describe_error(error)
+        self.error_type = type(error).__name__ if error is not None else None
 
 
 def _describe_error(error: BaseException | None) -> str:
@@ -160,7 +175,8 @@ class Supervisor:
             raise ValueError(f"stable_after must be >= 0, got {stable_after}")
         self.name = name
         self.stable_after = stable_after
-        self._tasks: dict[str, TaskHandle] = {}
+        self._tasks: dict[str, TaskHandle] = {}  # the live ones: gone once the task ended
+        self._statuses: dict[str, TaskStatus] = {}  # every task's, live or ended, spawn order
         self._failure: asyncio.Future[BaseException] | None = None
         self._closing = False
 
@@ -216,24 +232,39 @@ class Supervisor:
         handle.task = _create_task(self._run(handle), f"{self.name}: {name}")
         handle.task.add_done_callback(lambda _t: self._ended(handle))
         self._tasks[name] = handle
+        self._statuses[name] = status
         return handle
 
     # -- observing -----------------------------------------------------------------------
 
     def statuses(self) -> list[TaskStatus]:
-        """A snapshot of every task's status, in spawn order."""
-        return [replace(h.status) for h in self._tasks.values()]
+        """A snapshot of every task's status (the ended ones too), in spawn order."""
+        return [replace(s) for s in self._statuses.values()]
 
     def problems(self) -> dict[str, str]:
         """Task name -> what is wrong, for every degraded or failed task."""
         return {
-            h.name: h.status.describe()
-            for h in self._tasks.values()
-            if h.status.state in (TaskState.DEGRADED, TaskState.FAILED)
+            s.name: s.describe()
+            for s in self._statuses.values()
+            if s.state in (TaskState.DEGRADED, TaskState.FAILED)
         }
 
     def get(self, name: str) -> TaskHandle | None:
+        """The handle of the task ``name`` while it runs (None once it ended)."""
         return self._tasks.get(name)
+
+    def status(self, name: str) -> TaskStatus | None:
+        """The live status of the task ``name``, running or ended (None if never spawned
+        or forgotten)."""
+        return self._statuses.get(name)
+
+    def forget(self, name: str) -> None:
+        """Drop the status of the ended task ``name`` (a running one stays): for an owner
+        that starts tasks under ever new names, so the table does not grow with them."""
+        handle = self._tasks.get(name)
+        if handle is None or handle.done():
+            self._tasks.pop(name, None)
+            self._statuses.pop(name, None)
 
     @property
     def failure(self) -> BaseException | None:
@@ -319,6 +350,7 @@ class Supervisor:
                     self._die(handle, error)
                     return
                 self._degraded(handle, error, delay)
+                error = None  # logged and summarised: its traceback's frames may go now
                 await asyncio.sleep(delay)
                 status.restarts += 1
         except asyncio.CancelledError:
@@ -330,6 +362,8 @@ class Supervisor:
         # Also covers a task cancelled before its first step (its coroutine never ran).
         if handle.status.state in (TaskState.RUNNING, TaskState.DEGRADED):
             self._set(handle.status, TaskState.DONE)
+        if self._tasks.get(handle.name) is handle:  # not a newer task of the same name
+            del self._tasks[handle.name]  # its status stays, the Task and its frames go
 
     def _set(self, status: TaskStatus, state: TaskState) -> None:
         if status.state is not state:
@@ -339,11 +373,11 @@ class Supervisor:
         status = handle.status
         same = (
             status.state is TaskState.DEGRADED
-            and _describe_error(status.last_error) == _describe_error(error)
+            and status.last_error == _describe_error(error)
         )
         first = status.state is not TaskState.DEGRADED
         self._set(status, TaskState.DEGRADED)
-        status.last_error = error
+        status._crashed(error)
         handle._repeats = handle._repeats + 1 if same else 1
         n = handle._repeats
         what = _describe_error(error)
@@ -372,7 +406,7 @@ class Supervisor:
 
     def _die(self, handle: TaskHandle, error: BaseException | None) -> None:
         status = handle.status
-        status.last_error = error
+        status._crashed(error)
         self._set(status, TaskState.FAILED)
         gave_up = f" (gave up after {status.restarts} restarts)" if status.restarts else ""
         message = f"{self.name}: task {status.name!r} died: {_describe_error(error)}{gave_up}"

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import weakref
 
 import pytest
 
@@ -34,8 +36,10 @@ async def test_a_crash_with_restart_never_fails_the_supervisor_naming_the_task()
     assert died.task == "janitor" and died.supervisor == "ctl"
     assert "janitor" in str(died) and "Boom: bad thing" in str(died)
     assert isinstance(died.__cause__, Boom)
-    assert sup.get("janitor") is not None
-    assert sup.get("janitor").status.state is TaskState.FAILED  # type: ignore[union-attr]
+    status = sup.status("janitor")
+    assert status is not None and status.state is TaskState.FAILED
+    assert status.last_error == "Boom: bad thing" and status.error_type == "Boom"
+    assert sup.get("janitor") is None  # the ended Task itself is not kept
 
 
 async def test_leaving_the_block_raises_a_failure_nobody_awaited() -> None:
@@ -171,6 +175,52 @@ async def test_cancel_and_close_are_not_failures_and_names_are_unique() -> None:
             sup.spawn("b", forever)
     assert sup.failure is None
     assert all(s.state is TaskState.DONE for s in sup.statuses())
+
+
+async def test_an_ended_or_crashed_task_leaves_a_summary_not_its_task_or_frames(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 21 item 5: a shared watch per key made the table keep every ended Task, whose
+    CancelledError's traceback kept the frames and their locals (a 2 MiB stream buffer)."""
+    # pytest's log capture keeps each record, and the crash's record its traceback.
+    monkeypatch.setattr(logging.getLogger("watchkeeper.supervisor"), "disabled", True)
+
+    class Payload:  # what a frame's locals hold: a stream buffer, a cache
+        pass
+
+    payloads: dict[str, weakref.ref[Payload]] = {}
+
+    async def crash() -> None:
+        payload = Payload()
+        payloads["crash"] = weakref.ref(payload)
+        raise Boom("with a payload in its frame")
+
+    async def block() -> None:
+        payload = Payload()
+        payloads["block"] = weakref.ref(payload)
+        await asyncio.Event().wait()
+
+    sup = Supervisor("s")
+    crashing = sup.spawn("crashing", crash, restart="backoff", backoff=ConstantBackoff(5.0))
+    blocked = sup.spawn("blocked", block)
+    tasks = [weakref.ref(crashing.task), weakref.ref(blocked.task)]
+    await asyncio.sleep(1)  # "crashing" waits to restart; its crash is summarised
+    gc.collect()
+    assert payloads["crash"]() is None, "a degraded task's status keeps its crash's frames"
+    assert crashing.status.last_error == "Boom: with a payload in its frame"
+    assert crashing.status.error_type == "Boom"
+    assert "Boom: with a payload" in sup.problems()["crashing"]
+    sup.forget("blocked")  # running: not forgotten
+    await sup.cancel("crashing", "blocked")  # "blocked" is cancelled inside its frame
+    del crashing, blocked
+    await asyncio.sleep(1)  # (the loop's own references to the ended tasks go)
+    gc.collect()
+    assert payloads["block"]() is None and [t() for t in tasks] == [None, None]
+    assert sup.get("crashing") is None and sup.get("blocked") is None
+    assert [(st.name, st.state) for st in sup.statuses()] == [
+        ("crashing", TaskState.DONE), ("blocked", TaskState.DONE)]
+    sup.forget("crashing")
+    assert [st.name for st in sup.statuses()] == ["blocked"] and sup.status("crashing") is None
 
 
 async def test_fail_records_the_first_failure_only() -> None:

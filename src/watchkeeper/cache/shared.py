@@ -33,9 +33,25 @@ before it (the next ``acquire`` starts the watch afresh).
 
 ``shared.watch(api, config)`` gives the key's ``SharedWatch`` without holding it, so a
 Controller can hand out ``controller.store`` before it runs; ``watch.acquire()`` holds it
-later. An idle watch (its last handle released) leaves the registry, keeping its store's
-last contents (not ready) for whoever still holds it; the next ``acquire`` of it starts it
-again and relists into that store (reporting what vanished meanwhile as ``Delete``).
+later. An idle watch (its last handle released, its stop complete) leaves the registry and
+its task's status the supervisor, so nothing of it stays per key ever watched; it keeps
+its store's last contents (not ready) for whoever still holds the ``SharedWatch``; the next
+``acquire`` of it starts it again and relists into that store (reporting what vanished
+meanwhile as ``Delete``).
+
+**Stopping.** A stop takes a few loop ticks (the task is cancelled, then its request
+closes), and ``acquire`` is synchronous, so a watch can be acquired while it stops. So a
+watch in a stop is *stopping* (``SharedWatch.stopping``, not ``running``) and stays in the
+registry until its task has ended: every ``acquire`` of the key meanwhile gets this watch
+(never a second one beside it), counts in ``refs``, and starts nothing. When the task
+ends, a done callback (it runs even if the releaser was cancelled) decides: ``refs > 0``
+(acquired during the stop) starts the watch again, which relists into the store; else the
+watch leaves the registry. The stop itself, synchronously when ``refs`` reaches 0, closes
+the subscriptions of that moment (all of released handles) and unreadies the store, so a
+subscription taken during the stop is never closed by it and gets the restarted watch's
+relist and events. A second release to 0 during the same stop only waits for it. Hence:
+a watch held (``refs > 0``) always runs, or starts within the ticks its stop takes; a
+Controller's health reports a held watch that does not run (``WatchHandle.running``).
 
 **A slow consumer** never holds up the watcher or the others: each subscription has a
 bounded queue (``max_queue`` events). When it is full the queue is emptied and the
@@ -233,11 +249,23 @@ class SharedWatch:
         self._backoff = backoff
         self._subscribers: set[Subscription] = set()
         self.name = f"watch {key}"
-        self.task: TaskHandle | None = None
+        self.task: TaskHandle | None = None  # the live task (None once a stop completed)
         self.starts = 0  # times the watch was started (by a first acquire)
+        # Set while a stop is in progress (the task cancelled, not yet ended); done with it.
+        self._stopping: asyncio.Future[None] | None = None
 
     @property
     def running(self) -> bool:
+        """Its task is alive and not being stopped. One acquired while it stops is not
+        running yet: it starts again the moment the stop completes."""
+        return self._alive() and self._stopping is None
+
+    @property
+    def stopping(self) -> bool:
+        """Its last handle went and its task is being cancelled."""
+        return self._stopping is not None
+
+    def _alive(self) -> bool:
         return self.task is not None and not self.task.done()
 
     def acquire(self) -> WatchHandle:
@@ -247,8 +275,8 @@ class SharedWatch:
         return self.registry._acquire(self)
 
     def _acquire(self) -> WatchHandle:
-        if not self.running:
-            self._start()
+        if self._stopping is None and not self._alive():
+            self._start()  # (while it stops, ``_stopped`` starts it again: refs > 0 then)
         self.refs += 1
         return WatchHandle(self)
 
@@ -265,16 +293,41 @@ class SharedWatch:
     async def _stop(self) -> None:
         """The last handle went: stop the watch. The store keeps its last contents for whoever
         still reads them (a draining controller) but is no longer ready; a new start relists
-        into it and reports what vanished meanwhile, as after any relist."""
-        self.registry._forget(self)  # idle: whoever still holds it keeps it, nobody else
+        into it and reports what vanished meanwhile, as after any relist. Waits until the
+        task has ended (see "Stopping" in the module docstring)."""
         for sub in list(self._subscribers):
-            sub.close()
-        if self.task is not None:
-            await self.task.cancel()
-        self._writer._buffer = None
-        self.store._synced = False
-        self.store._notify()
-        log.debug("shared watch %s stopped", self.key)
+            sub.close()  # every one belongs to a released handle: refs is 0
+        stopping = self._stopping
+        if stopping is None:  # not already stopping (a second stop only waits for the first)
+            self._writer._buffer = None
+            self.store._synced = False
+            self.store._notify()
+            task = self.task
+            if task is None or task.done():
+                self._stopped()
+                return
+            stopping = self._stopping = asyncio.get_running_loop().create_future()
+            # A done callback, not code after an await: it runs even if the releaser is
+            # cancelled while it waits, so a restart or the forgetting is never skipped.
+            task.task.add_done_callback(lambda _t: self._stopped())
+            task.task.cancel()
+        await asyncio.shield(stopping)
+
+    def _stopped(self) -> None:
+        """The task ended after a stop: start again if it was acquired meanwhile, else
+        leave the registry and the supervisor's table (nothing of it is kept there)."""
+        stopping, self._stopping = self._stopping, None
+        self.task = None  # the ended task, and what its frames hold, can go
+        try:
+            if self.refs > 0:
+                log.debug("shared watch %s acquired while it stopped: starting again", self.key)
+                self._start()
+            else:
+                self.registry._forget(self)
+                log.debug("shared watch %s stopped", self.key)
+        finally:
+            if stopping is not None and not stopping.done():
+                stopping.set_result(None)
 
     def __repr__(self) -> str:
         return f"SharedWatch({self.key}, refs={self.refs}, subscribers={len(self._subscribers)})"
@@ -358,6 +411,17 @@ class WatchHandle:
         """The supervised task's status (degraded while it is restarted after a crash)."""
         task = self._watch.task
         return task.status if task is not None else None
+
+    @property
+    def running(self) -> bool:
+        """The shared watch's task runs (False while it stops: for a handle taken then, it
+        starts again once the stop completes; False once it ended with ``error``)."""
+        return self._watch.running
+
+    @property
+    def stopping(self) -> bool:
+        """A stop of the shared watch is in progress (this handle came during it)."""
+        return self._watch.stopping
 
     def subscribe(self, max_queue: int | None = None) -> Subscription:
         """A new event stream for this consumer (see the module docstring)."""
@@ -455,5 +519,9 @@ class SharedWatches:
         return current._acquire()
 
     def _forget(self, watch: SharedWatch) -> None:
+        """An idle watch (stopped, nobody holds it) leaves the registry and its ended task's
+        status the supervisor, so memory does not grow with every key ever watched."""
         if self._watches.get(watch.key) is watch:
             del self._watches[watch.key]
+            if self._supervisor is not None:
+                self._supervisor.forget(watch.name)

@@ -1,6 +1,7 @@
-"""The controller's health rules, computed in one place: from its triggers, its reconciles
-(stuck, all failing), its supervised tasks and its elector, what is wrong (readiness) and
-what has been wrong too long (liveness, the end of ``run``). ``ops`` reads the result."""
+"""The controller's health rules, computed in one place: from its triggers (their watch's
+health, and that the shared watch a trigger holds runs at all), its reconciles (stuck, all
+failing), its supervised tasks and its elector, what is wrong (readiness) and what has been
+wrong too long (liveness, the end of ``run``). ``ops`` reads the result."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from watchkeeper.cache import WatchHandle
 from watchkeeper.controller.action import ObjectRef
 from watchkeeper.controller.config import ControllerConfig
 from watchkeeper.controller.leadership import elector_health, elector_problems
@@ -73,6 +75,16 @@ def stuck_problems(
     return unready, fatal
 
 
+def watch_not_running(held: WatchHandle) -> str:
+    """Why a trigger's shared watch, held, feeds nothing: its store would never sync."""
+    if held.stopping:
+        return (f"the shared watch {held.key} is being stopped by another consumer; it "
+                "starts again when the stop completes")
+    if held.error is not None:
+        return f"the shared watch {held.key} ended: {type(held.error).__name__}: {held.error}"
+    return f"the shared watch {held.key} is held but not running"
+
+
 def assess(
     now: float,
     config: ControllerConfig,
@@ -107,9 +119,16 @@ def assess(
         problems["reconciles failing"] = failing
     tasks = list(tasks)
     for t in triggers:  # the shared watches' tasks: a crash-looping one shows here
-        status = t.shared.task if t.shared is not None and not t.shared.released else None
+        held = t.shared if t.shared is not None and not t.shared.released else None
+        if held is None:
+            continue
+        status = held.task
         if status is not None:
             tasks.append(status)
+        if not held.running and (
+            status is None or status.state not in (TaskState.DEGRADED, TaskState.FAILED)
+        ):  # (a crashed task is reported below, by its own status)
+            problems[t.name] = watch_not_running(held)
     for task in tasks:
         if task.state not in (TaskState.DEGRADED, TaskState.FAILED):
             continue
