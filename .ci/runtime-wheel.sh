@@ -58,10 +58,15 @@ with zipfile.ZipFile(sys.argv[1]) as z:
     needs = [l.split(":", 1)[1].strip() for l in z.read(meta).decode().splitlines()
              if l.startswith("Requires-Dist:")]
     names = {n.removesuffix(".py").replace("/", ".") for n in z.namelist() if n.endswith(".py")}
+    eps = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/entry_points.txt")))
 missing = [d for d in ("watchkeeper", "trustme", "cryptography")
            if not any(n.split(">")[0].split("=")[0].split("<")[0].strip() == d for n in needs)]
 assert not missing, f"the simulator wheel does not declare {missing}: {needs}"
 assert "watchkeeper_sim.server" in names and "watchkeeper_sim.cli" in names, sorted(names)[:5]
+# the runtime's CLI finds `sim` and `demo` only through these; pytest finds the fixtures
+for line in ("[watchkeeper.commands]", "sim = watchkeeper_sim.cli:sim",
+             "demo = watchkeeper_sim.cli:demo", "[pytest11]"):
+    assert line in eps.decode().splitlines(), f"the simulator wheel lacks {line!r}: {eps!r}"
 print(f"simulator wheel: {len(names)} modules, requires {', '.join(needs)}")
 PY
 echo "runtime wheel check passed in $((SECONDS - start)) s"

@@ -4,6 +4,7 @@ import each other both ways (counting imports inside functions and under TYPE_CH
 
 from __future__ import annotations
 
+import ast
 import tomllib
 from pathlib import Path
 
@@ -93,3 +94,17 @@ def test_tests_mirror_the_packages() -> None:
     loose = [p.name for p in (ROOT / "tests").glob("test_*.py")]
     assert sorted(loose) == ["test_architecture.py", "test_docs.py"], (
         "runtime tests live under tests/runtime/<package>")
+
+
+def test_the_runtime_never_names_the_simulator() -> None:
+    """The runtime reaches the simulator's commands through the `watchkeeper.commands`
+    entry points only: not even a module name handed to importlib, which import-linter
+    cannot see (docstrings may mention it)."""
+    named = []
+    for path in sorted((ROOT / "src" / "watchkeeper").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        prose = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+        named += [f"{path.relative_to(ROOT)}:{n.lineno}" for n in ast.walk(tree)
+                  if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                  and "watchkeeper_sim" in n.value and id(n) not in prose]
+    assert named == []

@@ -1,20 +1,27 @@
 """The simulator's commands, ``sim`` and ``demo``.
 
 They come with this distribution: ``watchkeeper-sim sim|demo`` is its own console script, and
-the runtime's ``watchkeeper sim|demo`` mounts these same commands when ``watchkeeper_sim`` is
-importable (and otherwise says, in one line, to ``pip install watchkeeper-sim``). Mistakes a
+the runtime's ``watchkeeper sim|demo`` mounts these same commands through the
+``watchkeeper.commands`` entry points this distribution declares (without them it says, in
+one line, to ``pip install watchkeeper-sim``). Mistakes a
 user can fix end with one ``error:`` line and the runtime CLI's exit codes (docs/errors.md).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import errno
+import functools
+import os
+import shlex
+import signal
 import sys
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
+
+if TYPE_CHECKING:
+    from watchkeeper_sim.server import ApiServer
 
 EXIT_SETUP = 2
 """It could not start: a busy port, an unwritable kubeconfig (as ``watchkeeper.cli``)."""
@@ -26,21 +33,64 @@ def fail(message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
+def announce(srv: ApiServer, command: str, port: int, kubeconfig_out: str | None) -> None:
+    """What a first-time user needs on the screen: where it listens, how to reach it with
+    kubectl, how to stop it."""
+    click.echo(f"{command}: a Kubernetes v1.28 API simulator is serving at {srv.url}")
+    if port == 0:
+        click.echo(f"  (--port 0 chose port {srv.port})")
+    if kubeconfig_out is not None:
+        path = os.path.abspath(kubeconfig_out)
+        click.echo(f"kubeconfig (user admin, cluster-admin rights): {path}")
+        if srv.tls:
+            click.echo(f"  try: kubectl --kubeconfig {shlex.quote(path)} get namespaces")
+        else:
+            click.echo("  plain HTTP (--no-tls): kubectl sends no token over it; other "
+                       "clients can use this kubeconfig")
+    else:
+        click.echo("No kubeconfig written. For kubectl, stop this and start it with "
+                   "--kubeconfig-out FILE:")
+        click.echo(f"  {command} --port {port} --kubeconfig-out sim.kubeconfig")
+    click.echo("Everything lives in memory and is gone when it stops. "
+               f"Stop it with Ctrl-C (or kill -INT {os.getpid()}).")
+
+
+async def serve(command: str, port: int, kubeconfig_out: str | None, empty: bool, tls: bool
+                ) -> None:
+    """Serve until SIGINT (Ctrl-C) or SIGTERM, then stop cleanly."""
+    from watchkeeper_sim.server import run_simulator
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await run_simulator(
+            "127.0.0.1", port, kubeconfig_out, not empty, tls=tls, stop=stop,
+            ready=functools.partial(announce, command=command, port=port,
+                                    kubeconfig_out=kubeconfig_out))
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    click.echo("Stopped.")
+
+
 @click.command()
-@click.option("--port", type=int, default=8001, show_default=True)
+@click.option("--port", type=int, default=8001, show_default=True,
+              help="Port on 127.0.0.1 (0 picks a free one and prints it).")
 @click.option("--kubeconfig-out", type=click.Path(dir_okay=False), default=None,
               help="Write a kubeconfig for kubectl that points at the simulator.")
 @click.option("--empty", is_flag=True, help="Start without the sample objects.")
 @click.option("--tls/--no-tls", default=True, show_default=True,
               help="Serve HTTPS with a throw-away CA (written into the kubeconfig). kubectl "
                    "sends no bearer token over plain HTTP, so --no-tls is for other clients.")
-def sim(port: int, kubeconfig_out: str | None, empty: bool, tls: bool) -> None:
-    """Run the embedded API simulator on 127.0.0.1 until interrupted."""
-    from watchkeeper_sim.server import run_simulator
-
+@click.pass_context
+def sim(ctx: click.Context, port: int, kubeconfig_out: str | None, empty: bool, tls: bool
+        ) -> None:
+    """Run the embedded API simulator on 127.0.0.1 until Ctrl-C (SIGINT) or SIGTERM. It
+    prints where it listens, the kubeconfig it wrote and how to stop it."""
     try:
-        with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(run_simulator("127.0.0.1", port, kubeconfig_out, not empty, tls=tls))
+        asyncio.run(serve(ctx.command_path, port, kubeconfig_out, empty, tls))
     except OSError as exc:
         why = exc.strerror or str(exc)
         if kubeconfig_out is not None and exc.filename == kubeconfig_out:

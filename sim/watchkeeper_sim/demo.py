@@ -16,7 +16,8 @@ from typing import Any
 import click
 
 import watchkeeper as wk
-from watchkeeper_sim import ApiServer, crd_manifest
+from watchkeeper_sim.manifests import crd_manifest
+from watchkeeper_sim.server import ApiServer
 
 NS = "demo"
 CRD: dict[str, Any] = crd_manifest()

@@ -754,9 +754,13 @@ async def run_simulator(
     port: int = 8001,
     kubeconfig_out: str | None = None,
     seed_objects: bool = True,
+    *,
+    ready: Callable[[ApiServer], None] | None = None,
+    stop: asyncio.Event | None = None,
     **options: Any,
 ) -> None:
-    """Run an ApiServer until cancelled (``watchkeeper sim``); writes a kubeconfig if asked."""
+    """Run an ApiServer (``watchkeeper sim``) until cancelled or ``stop`` is set; writes a
+    kubeconfig if asked, then calls ``ready`` (the port is chosen by then)."""
     options.setdefault("request_log_limit", 100_000)
     options.setdefault("root_ca_configmaps", True)
     options.setdefault("initial_events_end_delay", 1.0)  # the apiserver's bookmark tick
@@ -770,4 +774,6 @@ async def run_simulator(
         # never the token itself: the kubeconfig (or ApiServer.token) carries it
         log.info("simulator serving at %s (admin credentials in %s)", srv.url,
                  kubeconfig_out or "no kubeconfig: use --kubeconfig-out")
-        await asyncio.Event().wait()
+        if ready is not None:
+            ready(srv)
+        await (stop or asyncio.Event()).wait()

@@ -9,7 +9,7 @@ below, never a traceback; docs/errors.md lists the same table.
 from __future__ import annotations
 
 import asyncio
-import importlib
+import importlib.metadata
 import json
 import logging
 import sys
@@ -45,44 +45,67 @@ def rejected(err: wk.ApiError) -> NoReturn:
     fail(f"the API server rejected the request; fix it and run again: {err}", EXIT_REJECTED)
 
 
+COMMANDS_GROUP = "watchkeeper.commands"
+"""The entry-point group other distributions add commands to: watchkeeper-sim declares
+``sim`` and ``demo`` there. The runtime finds them through it and never imports the
+simulator by name, so its wheel works alone."""
+
 SIM_COMMANDS = {
     "sim": "Run the embedded API simulator (comes with watchkeeper-sim).",
     "demo": "Simulator + watcher through a scripted sequence of faults (watchkeeper-sim).",
 }
-"""Commands that come with the simulator distribution, mounted when it is installed."""
+"""Commands that come with the simulator distribution: listed even when it is missing, so
+``--help`` and the command itself can say how to get them."""
 
 
-def _sim_command(name: str) -> click.Command:
-    """The simulator's own ``name`` command, or a stand-in that says how to get it: the
-    runtime carries no test-only dependency, so the simulator is a separate install."""
+def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    found: dict[str, importlib.metadata.EntryPoint] = {}
+    for ep in importlib.metadata.entry_points(group=COMMANDS_GROUP):
+        found.setdefault(ep.name, ep)
+    return found
+
+
+def _not_installed(name: str) -> click.Command:
+    """A stand-in for a simulator command that says how to get it: the runtime carries no
+    test-only dependency, so the simulator is a separate install."""
+    @click.command(name, help=SIM_COMMANDS[name], context_settings={
+        "ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []})
+    def missing() -> None:
+        fail(f"`watchkeeper {name}` comes with the simulator: pip install watchkeeper-sim",
+             EXIT_SETUP)
+
+    return missing
+
+
+def _plugin_command(name: str) -> click.Command | None:
+    """The command an installed distribution declares as ``name`` in COMMANDS_GROUP."""
+    ep = _entry_points().get(name)
+    if ep is None:
+        return _not_installed(name) if name in SIM_COMMANDS else None
     try:
-        sim_cli = importlib.import_module("watchkeeper_sim.cli")
+        command = ep.load()
     except ModuleNotFoundError as exc:
-        if exc.name is None or not (exc.name == "watchkeeper_sim"
-                                    or exc.name.startswith("watchkeeper_sim.")):
-            raise  # the simulator is there but broken: show why
-
-        @click.command(name, help=SIM_COMMANDS[name], context_settings={
-            "ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []})
-        def missing() -> None:
-            fail(f"`watchkeeper {name}` comes with the simulator: pip install watchkeeper-sim",
-                 EXIT_SETUP)
-
-        return missing
-    command: click.Command = sim_cli.COMMANDS[name]
+        package = ep.module.split(".")[0]
+        if name not in SIM_COMMANDS or exc.name is None or not (
+                exc.name == package or exc.name.startswith(package + ".")):
+            raise  # installed but broken: show why
+        return _not_installed(name)  # declared, but its package is gone (a partial uninstall)
+    if not isinstance(command, click.Command):
+        raise TypeError(f"entry point {name} = {ep.value} in {COMMANDS_GROUP} is not a click "
+                        f"command but {type(command).__name__}")
     return command
 
 
 class _Main(click.Group):
-    """The runtime's commands plus the simulator's, looked up only when asked for."""
+    """The runtime's commands plus those of installed distributions (the simulator's),
+    looked up only when asked for."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted([*super().list_commands(ctx), *SIM_COMMANDS])
+        return sorted({*super().list_commands(ctx), *SIM_COMMANDS, *_entry_points()})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name in SIM_COMMANDS:
-            return _sim_command(cmd_name)
-        return super().get_command(ctx, cmd_name)
+        own = super().get_command(ctx, cmd_name)
+        return own if own is not None else _plugin_command(cmd_name)
 
 
 @click.group(cls=_Main)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
 import sys
 from collections.abc import Iterator
@@ -96,8 +97,10 @@ async def test_sim_with_an_unwritable_kubeconfig_out_names_the_path(tmp_path: Pa
 
 async def test_sim_and_demo_without_the_simulator_say_how_to_install_it(
         tmp_path: Path) -> None:
-    """The runtime wheel alone has no simulator: `sim` and `demo` are still listed and say in
-    one line where they come from (also .ci/runtime-wheel.sh, against the built wheel)."""
+    """Without the simulator `sim` and `demo` are still listed and say in one line where
+    they come from. Here its entry points are declared but its package cannot be imported
+    (a partial uninstall); .ci/runtime-wheel.sh checks the runtime wheel alone, with no
+    entry points at all."""
     launcher = tmp_path / "watchkeeper"
     launcher.write_text("import sys\n"
                         "sys.modules['watchkeeper_sim'] = None  # as if not installed\n"
@@ -126,6 +129,28 @@ def test_the_runtime_cli_mounts_the_simulators_own_commands() -> None:
     assert main.get_command(ctx, "demo") is sim_cli.demo
     assert sim_cli.main.get_command(ctx, "sim") is sim_cli.sim
     assert main.get_command(ctx, "nope") is None
+
+
+async def test_commands_of_other_distributions_come_through_entry_points(
+        tmp_path: Path) -> None:
+    """`watchkeeper` finds `sim` and `demo` as watchkeeper-sim declares them, in the
+    `watchkeeper.commands` entry-point group, not by importing the simulator: a distribution
+    on sys.path that declares a command there gets it run (and listed)."""
+    site = tmp_path / "site"
+    dist = site / "hello_cmd-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: hello-cmd\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[watchkeeper.commands]\nhello = hello_cmd:hello\n")
+    (site / "hello_cmd.py").write_text(
+        "import click\n\n\n@click.command()\n@click.argument('who')\n"
+        "def hello(who):\n    'Say hello.'\n    click.echo(f'hello, {who}')\n")
+    launcher = tmp_path / "watchkeeper"
+    launcher.write_text(f"import sys\nsys.path.insert(0, {str(site)!r})\n"
+                        "from watchkeeper.cli import main\nsys.exit(main())\n")
+    code, out, err = await cli("hello", "world", launcher=launcher)
+    assert (code, out) == (0, "hello, world\n"), err
+    code, out, err = await cli("--help", launcher=launcher)
+    assert code == 0 and re.search(r"^  hello +Say hello\.$", out, re.M), out
 
 
 async def test_run_with_a_missing_kubeconfig(tmp_path: Path) -> None:
