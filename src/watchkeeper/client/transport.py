@@ -20,6 +20,7 @@ import msgspec
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from watchkeeper._version import __version__
+from watchkeeper.client._unexpected import API_SUCCESS, unexpected_status
 from watchkeeper.client.auth import ClientCertificateSource
 from watchkeeper.client.circuit import Circuit
 from watchkeeper.client.config import ClientConfig, ConfigError
@@ -225,6 +226,10 @@ class Transport:
             if status >= 400:
                 raise _scrubbed(error_from_response(
                     status, data, method=method, path=path, headers=resp_headers
+                ), self._secrets(headers))
+            if status not in API_SUCCESS:  # a redirect, a 1xx: not the API's answer
+                raise _scrubbed(unexpected_status(
+                    status, resp_headers, method=method, path=path
                 ), self._secrets(headers))
             if self.circuit is not None:
                 self.circuit.record_success()
