@@ -1,7 +1,7 @@
 """The decoded things the verbs and the watch stream hand out: ``ObjectEvent`` (the one
 lazy event class: ``RawEvent`` and the watcher's events are its subclasses), ``Bookmark``,
 ``KeyFields``, ``ObjectList``, and the decoders and checks behind them (what an object
-needs to be keyed by).
+needs to be keyed by, what a LIST answer must be: ``ListShape``).
 
 They live below ``api`` (the verbs), ``stream`` and ``_pieces`` (the watch framing) and
 ``_pager`` (the LIST pager) so that each of those imports them without importing the others.
@@ -367,14 +367,69 @@ class ObjectList:
     raw_metadata: JSON = field(default_factory=dict)
 
 
-def _object_list(data: JSON, path: str) -> ObjectList:
-    """A list response, checked: a malformed one (or one with a malformed item) is an
-    InvalidResponse, never a TypeError or a null object deep inside the watcher or the
-    cache, nor an object keyed without a name."""
+@dataclass(frozen=True)
+class ListShape:
+    """What a LIST answer must be: ``kind`` (``ConfigMapList``; "" when the resource's kind
+    is unknown: any kind ending in ``List``) and ``api_version`` ("" when unknown)."""
+
+    kind: str
+    api_version: str = ""
+
+    def __str__(self) -> str:
+        kind = self.kind or "...List"
+        return f"a {kind} ({self.api_version})" if self.api_version else f"a {kind}"
+
+
+def _shown(value: Any) -> str:
+    """A server's string, bounded, for a message; or what it is when it is no string."""
+    if isinstance(value, str):
+        return repr(value[:60] + ("..." if len(value) > 60 else ""))
+    return _type_name(value)
+
+
+def _what_came(data: JSON) -> str:
+    kind, version = data.get("kind"), data.get("apiVersion")
+    if kind is None:
+        keys = ", ".join(_shown(k) for k in list(data)[:5]) + (", ..." if len(data) > 5 else "")
+        return f"a JSON object without kind (keys: {keys or 'none'})"
+    if kind == "Status":
+        return f"a Status (status {_shown(data.get('status'))}, " \
+               f"reason {_shown(data.get('reason'))})"
+    return f"kind {_shown(kind)}" + (f" ({_shown(version)})" if version is not None else "")
+
+
+def _check_shape(data: JSON, shape: ListShape) -> str:
+    """Why ``data`` is not a list answer of ``shape`` ("" when it is one). As client-go:
+    a body needs a kind, and the kind is the list kind asked for; ``items`` must be there
+    (kube-apiserver sends ``[]`` for an empty list; null, which Go writes for a list it
+    never made, counts as empty)."""
+    kind = data.get("kind")
+    if shape.kind:
+        right = kind == shape.kind
+    else:
+        right = isinstance(kind, str) and kind.endswith("List") and kind != "List"
+    version = data.get("apiVersion")
+    if not right or (shape.api_version and version is not None
+                     and version != shape.api_version):
+        return _what_came(data)
+    if "items" not in data:
+        return f"{_shown(kind)} without items"
+    return ""
+
+
+def _object_list(data: JSON, path: str, shape: ListShape) -> ObjectList:
+    """A list response, checked: anything but a list of the kind asked for (``shape``), or
+    a list of malformed items, is an InvalidResponse, never a TypeError or a null object
+    deep inside the watcher or the cache, nor an empty list that would wipe a cache."""
 
     def bad(what: str) -> InvalidResponse:
         return InvalidResponse(f"malformed list response: {what}", method="GET", path=path)
 
+    wrong = _check_shape(data, shape)
+    if wrong:
+        raise InvalidResponse(
+            f"expected {shape} as the answer to a LIST, got {wrong}", method="GET", path=path,
+        )
     meta = data.get("metadata")
     if meta is None:
         meta = {}
