@@ -49,6 +49,7 @@ class Store:
 
     def _setup(self, key: KeyFn) -> None:
         self._key = key
+        self._named = key is meta.key  # keyed by name: a nameless object is refused
         self._objects: dict[Key, JSON] = {}
         self._index_fns: dict[str, IndexFn] = {}
         self._indexes: dict[str, dict[str, set[Key]]] = {}
@@ -122,8 +123,21 @@ class Store:
 
     # -- private mutation (the Writer's) -------------------------------------------------
 
-    def _put(self, obj: JSON) -> None:
+    def _keyed(self, obj: JSON) -> Key:
+        """``obj``'s key; with ``meta.key``, an object without a name is refused rather
+        than stored (or deleted) under ``(namespace, "")``. The watch stream and the LIST
+        decoding refuse such objects as InvalidResponse, so only a caller's own event
+        (``writer.apply(wk.Apply({...}))``) can come here without one."""
         key = self._key(obj)
+        if self._named and not key[1]:
+            raise ValueError(
+                "an object without metadata.name cannot be stored: every object would "
+                f"share the key {tuple(key)!r}"
+            )
+        return key
+
+    def _put(self, obj: JSON) -> None:
+        key = self._keyed(obj)
         old = self._objects.get(key)
         if old is not None and self._index_fns:
             self._unindex(key, old)
@@ -133,7 +147,7 @@ class Store:
                 self._indexes[name].setdefault(value, set()).add(key)
 
     def _remove(self, obj: JSON) -> None:
-        key = self._key(obj)
+        key = self._keyed(obj)
         old = self._objects.pop(key, None)
         if old is not None and self._index_fns:
             self._unindex(key, old)
@@ -192,7 +206,7 @@ class Writer:
             case InitApply(obj):
                 if self._buffer is None:
                     self._buffer = {}
-                self._buffer[store._key(obj)] = obj
+                self._buffer[store._keyed(obj)] = obj
             case InitDone():
                 vanished = store._swap(self._buffer if self._buffer is not None else {})
                 self._buffer = None

@@ -27,6 +27,7 @@ HIGH_WATER = 1 << 20  # unconsumed body bytes that pause reading (when nobody wa
 LOW_WATER = 256 << 10  # ... and resume it
 MAX_HEAD = 64 << 10  # status line + headers
 MAX_CHUNK_HEADER = 4096
+MAX_INTERIM = 5  # 1xx responses skipped before a real one (Go's net/http: max1xxResponses)
 
 _IDLE, _HEAD, _CHUNKED, _LENGTH, _CLOSE, _DONE = range(6)
 # The end of one chunk and the header of the next, in the plain form every server sends
@@ -293,8 +294,13 @@ class ResponseProtocol(asyncio.BufferedProtocol):
         start = end + 4
         self.r = self.b = self.p = self._scan = start
         if 100 <= head.status < 200 and head.status != 101:
+            # An interim response (100 Continue, 103 Early Hints): skipped, as RFC 9110
+            # asks, and as Go's client and aiohttp (our other verbs) do, up to Go's limit.
+            # 101 Switching Protocols ends the HTTP response: the stream refuses it.
             self.interim += 1
-            return True  # skip an interim response; the real one follows
+            if self.interim > MAX_INTERIM:
+                raise FramingError(f"more than {MAX_INTERIM} informational (1xx) responses")
+            return True
         self.head = head
         h = head.headers
         te = h.get("Transfer-Encoding", "").lower()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from watchkeeper.client.errors import InvalidResponse, NotFound
-from watchkeeper.client.objects import ObjectList, _decode_large, _object_list
+from watchkeeper.client.objects import ListShape, ObjectList, _decode_large, _object_list
 from watchkeeper.supervisor import start_task
 
 if TYPE_CHECKING:
@@ -39,10 +39,13 @@ async def list_pages(
     params: dict[str, str],
     resource_version: str | None,
     type_missing: Callable[[NotFound], None],
+    shape: ListShape,
 ) -> ObjectList:
     """All pages of the list at ``path``; ``type_missing`` hears of a 404 (``Api``'s
-    discovery cache forgets the type). Given the pieces it needs rather than the ``Api``,
-    so that ``api`` imports this module and not the other way round."""
+    discovery cache forgets the type). Every page must be a list of ``shape``: one that is
+    not fails the whole list (nothing of the pages before it is returned). Given the pieces
+    it needs rather than the ``Api``, so that ``api`` imports this module and not the other
+    way round."""
 
     async def fetch(token: str | None) -> bytes:
         query = dict(params)
@@ -78,7 +81,10 @@ async def list_pages(
                 said = transport.redactor.scrub(str(exc))
                 raise InvalidResponse(f"undecodable response body ({said})", method="GET",
                                       path=path) from None
-            page = _object_list(data, path)  # a malformed page is InvalidResponse
+            try:
+                page = _object_list(data, path, shape)  # a malformed page is InvalidResponse
+            except InvalidResponse as exc:  # it quotes what the server said: scrubbed
+                raise transport.redactor.error(exc) from None
             real = page.continue_token
             if real != token:  # the head did not show it (or showed another): follow it
                 if ahead is not None:

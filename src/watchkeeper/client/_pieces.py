@@ -1,10 +1,12 @@
 """Decoding a watch body in pieces: one msgspec decode per ~64 KiB of whole lines.
 
-No Python code runs per event on the good path: msgspec parses (validates) every byte of
-the piece into envelopes: ``(type, object)`` with the object built as a dict when eager;
-when lazy, ``(type, metadata key fields)`` (the object must be a map; the rest of it is
-parsed and skipped) plus the piece split at newlines (C), so a lazy event decodes its object
-from its own line only when read. The piece is decoded as one JSON array, its newlines
+msgspec parses (validates) every byte of the piece into envelopes: ``(type, object)`` with
+the object built as a dict when eager; when lazy, ``(type, metadata key fields)`` (the
+object must be a map, an object event's metadata must name it; the rest of it is parsed
+and skipped) plus the piece split at newlines (C), so a lazy event decodes its object from
+its own line only when read. No Python code runs per event on the lazy good path; the
+eager one checks its dicts' key fields in one short loop (what the lazy heads get from
+msgspec), so both refuse the same lines. The piece is decoded as one JSON array, its newlines
 turned into commas (``bytes.replace`` of one byte: C, no per-event work), and must have as
 many elements as newlines (counted as ``len(b) - len(b.replace(b"\n", b""))``:
 ``bytes.count`` is a per-byte loop): together they hold exactly when every line is one
@@ -29,12 +31,16 @@ from watchkeeper.client._json import decode_deep
 from watchkeeper.client.errors import ApiError, InvalidResponse
 from watchkeeper.client.objects import (
     _NO_META,
+    KEYLESS_EVENTS,
     Bookmark,
     ObjectEvent,
     _Head,
     _HeadObject,
+    _ObjectHead,
+    all_named,
     decode_line_object,
     key_fields,
+    key_problem,
     strip_managed_fields,
 )
 from watchkeeper.client.redact import Redactor
@@ -58,6 +64,7 @@ class EagerEnvelope(msgspec.Struct, gc=False):
 
 
 _TYPE = attrgetter("type")
+_OBJECT = attrgetter("object")
 EventClasses = Mapping[str, type[ObjectEvent]]
 _PLAIN = frozenset(("ADDED", "MODIFIED", "DELETED"))
 _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError,
@@ -114,6 +121,55 @@ class LazyPiece:
 
 
 _eager_lines = msgspec.json.Decoder(EagerEnvelope).decode_lines
+_object_head = msgspec.json.Decoder(_ObjectHead).decode
+_loose_head = msgspec.json.Decoder(_Head).decode
+_loose_heads = msgspec.json.Decoder(list[_Head]).decode
+
+
+def head_of(line: bytes) -> _Head | _ObjectHead:
+    """The lazy stream's verdict on one line: an object event must be an ``_ObjectHead``
+    (metadata with a name); a BOOKMARK or ERROR only needs well-typed key fields. Raises
+    msgspec's error (RecursionError for a line deeper than msgspec nests)."""
+    try:
+        return _object_head(line)
+    except msgspec.ValidationError as exc:
+        head = _loose_head(line)  # its own error when the line is wrong for any type
+        if head.type not in KEYLESS_EVENTS:
+            raise exc from None
+        return head
+
+
+def _heads_named(heads: list[_Head]) -> bool:
+    """Loose heads (a piece with a BOOKMARK or ERROR among its events): is every object
+    event's name there? (Their types were checked as msgspec decoded them.)"""
+    for head in heads:
+        if head.type not in KEYLESS_EVENTS:
+            meta = head.object.metadata
+            if meta is None or not meta.name:
+                return False
+    return True
+
+
+def _envelopes_named(envs: list[EagerEnvelope]) -> bool:
+    """The eager stream's check of what the lazy heads check as they decode (so both modes
+    refuse the same lines): fast for a piece of object events, per event otherwise."""
+    if all_named(map(_OBJECT, envs)):
+        return True
+    return not any(key_problem(e.object, e.type not in KEYLESS_EVENTS) for e in envs)
+
+
+_eager_decode = msgspec.json.Decoder(EagerEnvelope).decode
+
+
+def _eager_one(line: bytes) -> EagerEnvelope:
+    """One line of an eager stream, refused exactly when the lazy stream refuses it, and
+    in its words."""
+    env = _eager_decode(line)
+    problem = key_problem(env.object, env.type not in KEYLESS_EVENTS)
+    if problem:
+        head_of(line)  # raises msgspec's account of it
+        raise ValueError(problem)  # they disagree only on a key given twice in one map
+    return env
 
 
 class PieceDecoder:
@@ -124,13 +180,13 @@ class PieceDecoder:
         self.lazy = lazy
         # The stream's client's: bad lines and ERROR events are quoted through it.
         self.redactor = redactor or Redactor()
-        env = _Head if lazy else EagerEnvelope
-        dec: msgspec.json.Decoder[Any] = msgspec.json.Decoder(env)
         # A piece is decoded as one JSON array: its lines joined with commas (see decode).
+        # Lazy, as object heads (a name required): a piece with a BOOKMARK or ERROR fails
+        # that and is decoded again as loose heads (``_heads_named``).
         array: msgspec.json.Decoder[Any] = msgspec.json.Decoder(
-            list[_Head] if lazy else list[EagerEnvelope])
+            list[_ObjectHead] if lazy else list[EagerEnvelope])
         self._array: Callable[[bytes | bytearray], list[Any]] = array.decode
-        self._one: Callable[[bytes], Any] = dec.decode
+        self._one: Callable[[bytes], Any] = head_of if lazy else _eager_one
         self.resource_version = ""
         self.plain = True  # the last piece had only ADDED/MODIFIED/DELETED (no bad line)
         self.kinds: set[str] = set()  # the event types in the last piece
@@ -182,11 +238,20 @@ class PieceDecoder:
                 array[-1] = 0x5D
             else:
                 array += b"]"
-            envs = self._array(array)
+            try:
+                envs = self._array(array)
+                named = True
+            except msgspec.ValidationError:
+                if not self.lazy:
+                    raise
+                envs = _loose_heads(array)  # a BOOKMARK or an ERROR among object events?
+                named = _heads_named(envs)
             newlines = len(data) - len(data.replace(b"\n", b""))  # bytes.count: per-byte loop
-            ok = len(envs) == newlines + (not data.endswith(b"\n"))
+            ok = named and len(envs) == newlines + (not data.endswith(b"\n"))
             if ok and not data.isascii():
                 data.decode("utf-8")
+            if ok and not self.lazy:
+                ok = _envelopes_named(envs)
         except _DECODE_ERRORS:
             ok = False
         if not ok:
@@ -236,9 +301,9 @@ class PieceDecoder:
         kind, obj = decoded.get("type"), decoded.get("object")
         if not isinstance(obj, dict) or not isinstance(kind, str):
             raise ValueError("type must be a string and object a map")
-        meta = obj.get("metadata")
-        if meta is not None and not isinstance(meta, dict):
-            raise ValueError("object.metadata must be a map")
+        problem = key_problem(obj, kind not in KEYLESS_EVENTS)
+        if problem:
+            raise ValueError(problem)
         if self.lazy:
             return _Head(kind, _HeadObject(key_fields(obj)))
         return EagerEnvelope(kind, obj)

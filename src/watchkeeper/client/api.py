@@ -19,6 +19,7 @@ from watchkeeper.client._pager import list_pages
 from watchkeeper.client.errors import InvalidResponse, NotFound
 from watchkeeper.client.objects import _NO_META as _NO_META
 from watchkeeper.client.objects import KeyFields as KeyFields
+from watchkeeper.client.objects import ListShape
 from watchkeeper.client.objects import ObjectList as ObjectList
 from watchkeeper.client.objects import RawEvent as RawEvent
 from watchkeeper.client.objects import _decode_any as _decode_any
@@ -71,6 +72,17 @@ DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
 event can grow to 2-3 MiB (escaping, the event envelope, managedFields rewritten by the
 server). 16 MiB is several times that, yet bounds what a broken or hostile server can make
 us buffer for one line."""
+
+
+def _list_shape(resource: Resource, accept: str = "application/json") -> ListShape:
+    """What a LIST answer must be: the representation the Accept header asked for
+    (``as=PartialObjectMetadataList;g=meta.k8s.io;v=v1``), else the resource's own list
+    kind (``<Kind>List``, as kube-apiserver names them, in its group/version)."""
+    params = dict(p.strip().partition("=")[::2] for p in accept.split(",")[0].split(";")[1:])
+    if params.get("as"):
+        group, version = params.get("g", ""), params.get("v", "")
+        return ListShape(params["as"], f"{group}/{version}" if group else version)
+    return ListShape(f"{resource.kind}List" if resource.kind else "", resource.api_version)
 
 
 def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str]:
@@ -189,7 +201,11 @@ class Api:
         accept = METADATA_LIST_ACCEPT if metadata_only else "application/json"
         path = await self._path()
         data = await self._json("GET", path, params=params, accept=accept)
-        return _object_list(data, path)
+        shape = _list_shape(await self.resource(), accept)
+        try:
+            return _object_list(data, path, shape)
+        except InvalidResponse as exc:  # it quotes what the server said: scrubbed
+            raise self.client.transport.redactor.error(exc) from None
 
     async def list_all(
         self,
@@ -206,12 +222,13 @@ class Api:
         (measured on 10,000 ConfigMaps: 68 -> 47 ms of client CPU; docs/decisions.md)."""
         params = {**_selectors(label_selector, field_selector), "limit": str(page_size)}
         path = await self._path()
+        shape = _list_shape(await self.resource())
         transport, missing = self.client.transport, self._type_missing
         if not gc.isenabled():
-            return await list_pages(transport, path, params, resource_version, missing)
+            return await list_pages(transport, path, params, resource_version, missing, shape)
         gc.disable()
         try:
-            return await list_pages(transport, path, params, resource_version, missing)
+            return await list_pages(transport, path, params, resource_version, missing, shape)
         finally:
             gc.enable()
 

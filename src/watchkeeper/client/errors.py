@@ -311,13 +311,23 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _status_code(value: Any, reason: str) -> int:
+    """A Status' code. Absent or garbled (``410.0``, ``"410"``: a re-encoding proxy), it is
+    the code its reason stands for, so a watch ERROR event ``Expired`` is a 410 ``Gone``,
+    as client-go (which goes by the reason) takes it, not a 500; 500 when neither says."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer() and 100 <= value < 600:
+        return int(value)
+    return _REASON_CODES.get(reason, 500)
+
+
 def error_from_status(
     status: dict[str, Any], *, method: str = "", path: str = "", headers: Any = None
 ) -> ApiError:
     """An error from a decoded ``Status`` object (a response body or a watch ERROR event)."""
-    code = status.get("code")
-    code = code if isinstance(code, int) and not isinstance(code, bool) else 500
     reason = _text(status.get("reason"))
+    code = _status_code(status.get("code"), reason)
     message = _text(status.get("message")) or reason or f"HTTP {code}"
     cls = _class_for(code, reason)
     return cls(
@@ -337,6 +347,9 @@ _REASONS = {
     "MethodNotAllowed", 406: "NotAcceptable", 409: "Conflict", 410: "Gone", 415:
     "UnsupportedMediaType", 422: "Invalid", 429: "TooManyRequests", 500: "InternalError",
     502: "BadGateway", 503: "ServiceUnavailable", 504: "Timeout",
+}
+_REASON_CODES = {reason: code for code, reason in _REASONS.items()} | {
+    "Expired": 410, "AlreadyExists": 409, "ServerTimeout": 500,
 }
 
 

@@ -36,6 +36,7 @@ from watchkeeper.client._pieces import (
     EventClasses,
     PieceDecoder,
 )
+from watchkeeper.client._unexpected import unexpected_status
 from watchkeeper.client.errors import (
     ApiError,
     ConnectionFailed,
@@ -408,6 +409,10 @@ async def open_stream(
                                   reason="ClientTimeout", **where) from None
                 raise transport.redactor.response_error(head.status, body, headers=hdrs,
                                                         **where)
+            if head.status != 200:  # a redirect, a 1xx, a 204: no stream of events
+                raise transport.redactor.error(unexpected_status(
+                    head.status, hdrs, expected="a watch stream (200 OK)", **where,
+                ))
             if transport.circuit is not None:
                 transport.circuit.record_success()  # the watch opened: the server is back
             coding = hdrs.get("Content-Encoding", "identity")

@@ -17,6 +17,7 @@ import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from watchkeeper._version import __version__
+from watchkeeper.client._unexpected import API_SUCCESS, unexpected_status
 from watchkeeper.client.auth import ClientCertificateSource
 from watchkeeper.client.circuit import Circuit
 from watchkeeper.client.config import ClientConfig, ConfigError
@@ -221,6 +222,9 @@ class Transport:
             if status >= 400:
                 raise self.redactor.response_error(
                     status, data, method=method, path=path, headers=resp_headers)
+            if status not in API_SUCCESS:  # a redirect, a 1xx: not the API's answer
+                raise self.redactor.error(unexpected_status(
+                    status, resp_headers, method=method, path=path))
             if self.circuit is not None:
                 self.circuit.record_success()
             return Response(status, resp_headers, data)

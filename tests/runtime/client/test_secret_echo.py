@@ -279,3 +279,30 @@ def test_a_rotated_credential_is_still_known_for_a_while() -> None:
     assert all(t not in scrubbed for t in tokens[-8:])  # the last eight: still open watches
     assert tokens[0] in scrubbed  # bounded: a client rotating forever stays small
     assert "rotating" not in repr(redactor)
+
+
+# -- a LIST answer that is not a list, quoting the token -----------------------------------------
+
+
+async def echo_in_a_status_list(req: Request, w: asyncio.StreamWriter) -> None:
+    """A 200 whose JSON body is no list: its kind and reason quote the Authorization header."""
+    said = authorization(req)
+    body = json.dumps({"kind": f"Status {said}", "apiVersion": "v1", "status": "Success",
+                       "reason": said}).encode()
+    w.write(head(200, {"Content-Type": "application/json"}, length=len(body)) + body)
+    await w.drain()
+
+
+@pytest.mark.parametrize("call", ["list", "list_all"])
+async def test_a_non_list_answer_quoting_the_token_is_refused_scrubbed(
+    raw: RawServer, call: str, debug_logs: pytest.LogCaptureFixture,
+) -> None:
+    token = distinctive("list-echo")
+    raw.routes[CMS] = echo_in_a_status_list
+    config = wk.ClientConfig(server=raw.url, auth=StaticToken(token))
+    async with wk.Client(config) as client:
+        api = client.api("configmaps", namespace="default")
+        with pytest.raises(wk.InvalidResponse) as caught:
+            await (api.list() if call == "list" else api.list_all())
+    assert "ConfigMapList" in str(caught.value) and REDACTED in str(caught.value)
+    assert_hidden([token], exception_text(caught.value), log_text(debug_logs))
