@@ -287,7 +287,7 @@ def established(cap: Capture, name: str) -> None:
 
 def cleanup(cap: Capture) -> None:
     """Leave nothing of ours behind: finalizers off, CRDs and namespaces deleted."""
-    for plural in ("gadgets", "parts", "printers"):
+    for plural in ("gadgets", "parts", "printers", "widgets"):
         path = f"/apis/{GROUP}/v1/{plural}"
         status, body = cap.call("GET", path)
         for item in body.get("items", []) if status == 200 else []:
@@ -305,7 +305,7 @@ def cleanup(cap: Capture) -> None:
         cap.call("DELETE", f"/api/v1/namespaces/cases-{n}")
     for n in range(1, 6):
         wait_until(lambda n=n: cap.call("GET", f"/api/v1/namespaces/cases-{n}")[0] == 404, 120)
-    for plural in ("gadgets", "parts", "printers"):
+    for plural in ("gadgets", "parts", "printers", "widgets"):
         wait_until(lambda p=plural: cap.call("GET", f"{CRDS}/{p}.{GROUP}")[0] == 404, 120)
 
 
