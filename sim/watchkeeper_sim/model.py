@@ -48,6 +48,9 @@ class ResourceType:
     shares: tuple[str, str] | None = None
     # a custom resource's additionalPrinterColumns for this version (Table columns)
     printer_columns: tuple[PrinterColumn, ...] = ()
+    # a custom resource whose CRD is being deleted: served until its objects are gone, but
+    # creates are refused and discovery lists only delete/deletecollection/get/list/watch
+    terminating: bool = False
 
     @property
     def group_version(self) -> str:

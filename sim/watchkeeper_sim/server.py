@@ -61,6 +61,7 @@ from watchkeeper_sim.auth.tls import ServerTLS, peer_identity
 from watchkeeper_sim.auth.tokens import ServiceAccountTokens
 from watchkeeper_sim.faults import KINDS, Faults, RequestInfo
 from watchkeeper_sim.model import JSON, ResourceType
+from watchkeeper_sim.storage import services as _services
 from watchkeeper_sim.storage.bootstrap import bootstrap_objects
 from watchkeeper_sim.storage.gc import GarbageCollector
 from watchkeeper_sim.storage.registry import Registry, present
@@ -148,6 +149,9 @@ class ApiServer:
         garbage_collector: bool = True,
         namespace_cleanup_delay: float = 0.05,
         crd_watch_close_delay: float = 1.0,
+        crd_cleanup_delay: float = 0.05,
+        service_cidr: str = "10.0.0.0/24",
+        node_port_range: tuple[int, int] = (30000, 32767),
     ) -> None:
         """
         ``watch_list``: the WatchList feature gate (sendInitialEvents). ``bookmark_interval``:
@@ -172,8 +176,13 @@ class ApiServer:
         one, where those finalizers stay (reference run 1). ``namespace_cleanup_delay``:
         seconds before the namespace controller empties and removes a deleted namespace
         (a real one took ~5 s; tests want it prompt). ``crd_watch_close_delay``: seconds
-        between a CRD's deletion (its objects' DELETED lines, 404 for the resource) and the
-        server ending the watches on that resource (~1 s on a real one, file 154).
+        between a CRD going away (its objects' last DELETED lines, 404 for the resource) and
+        the server ending the watches on that resource (~1 s on a real one, file 154).
+        ``crd_cleanup_delay``: how often a deleted CRD whose custom resources still have
+        finalizers checks whether they are gone (the real finalizer polls every 5 s).
+        ``service_cidr`` / ``node_port_range``: where Services get their cluster IPs and
+        node ports (kube-apiserver's --service-cluster-ip-range default, and its
+        --service-node-port-range).
         """
         if request_log_limit is not None and request_log_limit < 1:
             raise ValueError(f"request_log_limit must be >= 1 or None, got {request_log_limit}")
@@ -185,7 +194,10 @@ class ApiServer:
         self.store = ObjectStore(history_size=history_size, history_age=history_age, clock=clock)
         self.registry = Registry(self.store, wall_clock=wall_clock,
                                  namespace_cleanup_delay=namespace_cleanup_delay,
-                                 crd_watch_close_delay=crd_watch_close_delay)
+                                 crd_watch_close_delay=crd_watch_close_delay,
+                                 crd_cleanup_delay=crd_cleanup_delay,
+                                 service_network=_services.Network(service_cidr,
+                                                                   node_port_range))
         if garbage_collector:
             self.registry.gc = GarbageCollector(self.registry)
         if root_ca_configmaps:

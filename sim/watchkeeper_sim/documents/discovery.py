@@ -237,11 +237,16 @@ def _in_gv(types: Iterable[ResourceType], group: str, version: str) -> list[Reso
     )
 
 
+# what discovery lists for a custom resource while its CRD is Terminating
+_TERMINATING_VERBS = ("delete", "deletecollection", "get", "list", "watch")
+
+
 def _verbs(rt: ResourceType) -> list[str]:
     """Verbs in the order the real server lists them: sorted, or the CRD order for CRs."""
     if rt.is_custom:
         rank = {v: i for i, v in enumerate(_CRD_VERB_ORDER)}
-        return sorted(rt.verbs, key=lambda v: (rank.get(v, len(rank)), v))
+        verbs = [v for v in rt.verbs if v in _TERMINATING_VERBS] if rt.terminating else rt.verbs
+        return sorted(verbs, key=lambda v: (rank.get(v, len(rank)), v))
     return list(rt.verbs)
 
 

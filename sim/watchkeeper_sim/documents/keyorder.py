@@ -36,6 +36,14 @@ _COLUMN = ("name", "type", "format", "description", "priority", "jsonPath")
 _SUBRESOURCES = ("status", "scale")
 _SCALE = ("specReplicasPath", "statusReplicasPath", "labelSelectorPath")
 _CONVERSION = ("strategy", "webhook")
+# core/v1 Service (types.go), for the defaults and allocations the registry adds (issue 22)
+_SERVICE_SPEC = ("ports", "selector", "clusterIP", "clusterIPs", "type", "externalIPs",
+                 "sessionAffinity", "loadBalancerIP", "loadBalancerSourceRanges",
+                 "externalName", "externalTrafficPolicy", "healthCheckNodePort",
+                 "publishNotReadyAddresses", "sessionAffinityConfig", "ipFamilies",
+                 "ipFamilyPolicy", "allocateLoadBalancerNodePorts", "loadBalancerClass",
+                 "internalTrafficPolicy")
+_SERVICE_PORT = ("name", "protocol", "appProtocol", "port", "targetPort", "nodePort")
 _SCHEMA = (
     "id", "$schema", "$ref", "description", "type", "format", "title", "default", "maximum",
     "exclusiveMaximum", "minimum", "exclusiveMinimum", "maxLength", "minLength", "pattern",
@@ -150,6 +158,17 @@ def _crd(obj: JSON) -> None:
         obj["status"] = status
 
 
+def _service(obj: JSON) -> None:
+    spec = obj.get("spec")
+    if isinstance(spec, dict):
+        spec = _ordered(spec, _SERVICE_SPEC)
+        if isinstance(spec.get("ports"), list):
+            spec["ports"] = [_ordered(p, _SERVICE_PORT) for p in spec["ports"]]
+        if "selector" in spec:
+            spec["selector"] = _sorted_map(spec["selector"])
+        obj["spec"] = spec
+
+
 def canonical(obj: JSON, group: str, plural: str) -> JSON:
     """A built-in ``obj`` (modified in place and returned) with keys in the encoder's order.
     Custom resources are sorted on the way out instead (``sort_all``), since the simulator
@@ -164,4 +183,6 @@ def canonical(obj: JSON, group: str, plural: str) -> JSON:
             obj[key] = _sorted_map(obj[key])
     if (group, plural) == ("apiextensions.k8s.io", "customresourcedefinitions"):
         _crd(obj)
+    elif (group, plural) == ("", "services"):
+        _service(obj)
     return obj

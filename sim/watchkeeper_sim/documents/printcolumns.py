@@ -2,114 +2,95 @@
 
 As apiextensions-apiserver's tableconvertor does: the Name column, then one column per
 additionalPrinterColumn of the served version (name, type, format, priority, description;
-a missing description reads "Custom resource definition column (in JSONPath format): ..."),
-each cell the value at the column's simple JSONPath (``.spec.size``, ``.status.conditions[0]
-.type``, ``.metadata.labels['app.kubernetes.io/name']``) converted by the column's type; a
-path that finds nothing gives a null cell. The apiserver adds no Age column of its own: a CRD
-version without additionalPrinterColumns gets the default one (Age, type date, at
-.metadata.creationTimestamp), one with columns shows only those (the usual CRD lists Age
-itself).
+a missing description reads "Custom resource definition column (in JSONPath format): ...").
+Each column's jsonPath is a client-go JSONPath template (``jsonpath.py``: filters such as
+``.status.conditions[?(@.type=="Ready")].status``, ``..``, ``[*]``, unions, slices); a cell
+is the first value it finds, converted by the column's type, or null when it finds nothing
+or fails. A string cell prints maps and lists as JSON and null as "<no value>"; a date that
+does not parse reads "<invalid>". A column whose path does not parse ends the column list
+there (the apiserver keeps the columns before it). The apiserver adds no Age column of its
+own: a CRD version without additionalPrinterColumns gets the default one (Age, type date, at
+.metadata.creationTimestamp), one with columns shows only those.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from datetime import datetime
-from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
+from watchkeeper_sim.documents import jsonpath as _jsonpath
 from watchkeeper_sim.model import PrinterColumn
 
-_STEP = re.compile(r"""\.([A-Za-z0-9_\-$]+)|\[(\d+)\]|\[['"]([^'"]*)['"]\]""")
 _MISSING = object()
 
 
-def parse_path(path: str) -> list[str | int] | None:
-    """The steps of a simple JSONPath (fields and list indexes), None if it is not one."""
-    text = path.strip()
-    if text.startswith("{") and text.endswith("}"):
-        text = text[1:-1]
-    steps: list[str | int] = []
-    pos = 0
-    while pos < len(text):
-        m = _STEP.match(text, pos)
-        if m is None:
-            return None
-        field, index, quoted = m.groups()
-        steps.append(int(index) if index is not None else (field if field is not None
-                                                             else quoted))
-        pos = m.end()
-    return steps or None
+@lru_cache(maxsize=256)
+def compile_path(path: str) -> _jsonpath.Template | None:
+    """The parsed ``{path}`` template, or None when it does not parse."""
+    try:
+        return _jsonpath.parse("{" + path + "}")
+    except _jsonpath.JSONPathError:
+        return None
 
 
-def lookup(obj: Any, path: str) -> Any:
-    """The value at ``path`` in ``obj``, or _MISSING (JSONPath with AllowMissingKeys)."""
-    steps = parse_path(path)
-    if steps is None:
+def usable(columns: tuple[PrinterColumn, ...]) -> tuple[PrinterColumn, ...]:
+    """The columns the apiserver serves: those before the first that does not parse."""
+    out: list[PrinterColumn] = []
+    for column in columns:
+        if compile_path(column.json_path) is None:
+            break
+        out.append(column)
+    return tuple(out)
+
+
+def first_value(obj: Any, path: str) -> Any:
+    """The first value ``path`` finds in ``obj`` (AllowMissingKeys), or _MISSING."""
+    tree = compile_path(path)
+    if tree is None:
         return _MISSING
-    value = obj
-    for step in steps:
-        if isinstance(step, int):
-            if not isinstance(value, list) or step >= len(value):
-                return _MISSING
-            value = value[step]
-        else:
-            if not isinstance(value, Mapping) or step not in value:
-                return _MISSING
-            value = value[step]
-    return value
-
-
-def go_text(value: Any) -> str:
-    """fmt.Fprint of a decoded JSON value, as JSONPath prints a "string" column's cell."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return "<nil>"
-    if isinstance(value, float):
-        return _go_float(value)
-    if isinstance(value, Mapping):
-        return "map[" + " ".join(f"{k}:{go_text(v)}" for k, v in sorted(value.items())) + "]"
-    if isinstance(value, list):
-        return "[" + " ".join(go_text(v) for v in value) + "]"
-    return str(value)
-
-
-def _go_float(value: float) -> str:
-    """%v of a float64: the shortest digits, plain between 1e-4 and 1e21, else like 1e+21."""
-    if value != value or value in (float("inf"), float("-inf")):
-        return "NaN" if value != value else ("+Inf" if value > 0 else "-Inf")
-    exact = Decimal(repr(value))
-    exponent = exact.adjusted()
-    if -4 <= exponent < 21:
-        text = format(exact, "f")
-        return text.rstrip("0").rstrip(".") if "." in text else text
-    digits = exact.scaleb(-exponent).normalize()
-    mantissa = format(digits, "f")
-    return f"{mantissa}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"
+    try:
+        results = _jsonpath.find_results(tree, obj)
+    except _jsonpath.JSONPathError:
+        return _MISSING
+    if not results or not results[0]:
+        return _MISSING
+    return results[0][0]
 
 
 def cell(column: PrinterColumn, obj: Mapping[str, Any], now: datetime,
          human: Any) -> Any:
     """One cell (cellForJSONValue): ``human`` turns a timestamp into an age for "date"."""
-    value = lookup(obj, column.json_path)
-    if value is _MISSING or value is None:
+    value = first_value(obj, column.json_path)
+    if value is _MISSING:
         return None
     kind = column.type
     if kind == "string":
-        return go_text(value)
-    if kind == "integer" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _jsonpath.print_value(value)
+    if value is None:
+        return None
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "integer" and number:
         return int(value)
-    if kind == "number" and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+    if kind == "number" and number:  # a float64; whole ones encode without a fraction
+        return int(value) if float(value).is_integer() and abs(value) < 1e21 else float(value)
     if kind == "boolean" and isinstance(value, bool):
         return value
     if kind == "date" and isinstance(value, str):
-        return human(value, now)
+        if value in ("", "null"):  # metav1.Time's zero value
+            return "<unknown>"
+        return "<invalid>" if parse_time(value) is None else human(value, now)
     return None
+
+
+def parse_time(value: str) -> datetime | None:
+    """An RFC 3339 time as metav1.Time accepts it; None when it does not parse."""
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else None
 
 
 def definition(column: PrinterColumn) -> dict[str, Any]:

@@ -299,7 +299,7 @@ def _event_row(obj: Mapping[str, Any], now: datetime) -> list[Any]:
 @lru_cache(maxsize=64)
 def _crd_printer(rt: ResourceType) -> _Printer:
     """Name, then the CRD version's additionalPrinterColumns (apiextensions tableconvertor)."""
-    columns = rt.printer_columns
+    columns = _printcolumns.usable(rt.printer_columns)
 
     def cells(obj: Mapping[str, Any], now: datetime) -> list[Any]:
         return [_dict(obj, "metadata").get("name") or "",
@@ -312,7 +312,7 @@ def _crd_printer(rt: ResourceType) -> _Printer:
 
 def _printer(rt: ResourceType) -> _Printer:
     if rt.is_custom:
-        if rt.printer_columns:
+        if rt.printer_columns:  # even if none parses: then Name alone
             return _crd_printer(rt)
         return _Printer(age_type="date")  # 150: a CRD's default Age column is of type date
     if _events.is_event(rt):

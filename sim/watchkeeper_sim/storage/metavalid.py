@@ -1,10 +1,13 @@
 """Value checks the apiserver's validation runs on every object: labels, annotation keys,
-ConfigMap/Secret data keys. Returned as 422 causes so the registry can report them together
-with the name's (file 091: one message, causes in brackets, in ValidateObjectMeta's order).
+owner references, ConfigMap/Secret data keys, workloads' replica counts. Returned as 422
+causes so the registry can report them together with the name's (file 091: one message,
+causes in brackets, in ValidateObjectMeta's order).
 """
 
 from __future__ import annotations
 
+import itertools
+import random
 import re
 from typing import Any
 
@@ -118,6 +121,132 @@ def metadata_causes(obj: JSON) -> list[JSON]:
     for key in _strings(meta.get("annotations")):
         causes += _invalid("metadata.annotations", key, qualified_name_errors(key.lower()))
     return causes
+
+
+# ---- owner references (ValidateOwnerReferences) ---------------------------------------------
+
+# How many times an update repeats each owner-reference cause: the kind's ValidateUpdate runs
+# ValidateObjectMeta and/or ValidateObjectMetaUpdate, then the registry runs both again
+# (kube-apiserver 1.28, measured per kind; issue 22). A create reports it once.
+_UPDATE_COPIES = {("", "Event"): 2, ("apps", "Deployment"): 3, ("apps", "StatefulSet"): 3,
+                  ("batch", "CronJob"): 3, ("coordination.k8s.io", "Lease"): 3,
+                  ("events.k8s.io", "Event"): 3, ("apiextensions.k8s.io",
+                                                  "CustomResourceDefinition"): 3,
+                  ("flowcontrol.apiserver.k8s.io", "FlowSchema"): 3,
+                  ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"): 3}
+_RBAC_COPIES = 5
+_CUSTOM_COPIES = 3
+_DEFAULT_COPIES = 4
+
+
+def update_copies(rt: ResourceType) -> int:
+    """How many copies of each owner-reference cause an update of ``rt`` reports."""
+    if rt.is_custom:
+        return _CUSTOM_COPIES
+    if rt.group == "rbac.authorization.k8s.io":
+        return _RBAC_COPIES
+    return _UPDATE_COPIES.get((rt.group, rt.kind), _DEFAULT_COPIES)
+
+
+def _version_of(api_version: str) -> str:
+    """schema.ParseGroupVersion's version ("" when it does not parse)."""
+    parts = api_version.split("/")
+    if len(parts) > 2:
+        return ""
+    return parts[-1]
+
+
+class _Pointers:
+    """Fake Go heap addresses for %#v of *bool fields: 0xc000... like a real message."""
+
+    def __init__(self) -> None:
+        self._next = itertools.count(random.randrange(0xC000010000, 0xC00FFF0000, 8))
+
+    def of(self, value: Any) -> str:
+        if not isinstance(value, bool):
+            return "(*bool)(nil)"
+        return f"(*bool)({next(self._next):#x})"
+
+
+def _gostring_ref(ref: JSON, pointers: _Pointers) -> str:
+    """%#v of one v1.OwnerReference."""
+    q = _status.go_quote
+    return (f'v1.OwnerReference{{APIVersion:{q(str(ref.get("apiVersion") or ""))}, '
+            f'Kind:{q(str(ref.get("kind") or ""))}, Name:{q(str(ref.get("name") or ""))}, '
+            f'UID:{q(str(ref.get("uid") or ""))}, '
+            f"Controller:{pointers.of(ref.get('controller'))}, "
+            f"BlockOwnerDeletion:{pointers.of(ref.get('blockOwnerDeletion'))}}}")
+
+
+def _gostring_refs(refs: list[JSON], pointers: _Pointers) -> str:
+    return "[]v1.OwnerReference{" + ", ".join(_gostring_ref(r, pointers) for r in refs) + "}"
+
+
+def owner_reference_causes(obj: JSON, copies: int = 1, fresh_pointers: bool = False
+                           ) -> list[JSON]:
+    """ValidateOwnerReferences: empty apiVersion/kind/name/uid, Event owners, and a second
+    ``controller: true`` (422 "Only one reference can have Controller set to true").
+
+    The second quotes the whole list as Go's %#v, pointer addresses included; ``copies``
+    repeats every cause (an update validates metadata several times). Typed kinds repeat
+    one message (the aggregate shows it once); a custom resource is converted anew for each
+    pass, so ``fresh_pointers`` gives every copy its own addresses (three messages).
+    """
+    refs = [r for r in _strings(obj.get("metadata")).get("ownerReferences") or []
+            if isinstance(r, dict)]
+    if not refs:
+        return []
+    first = _owner_pass(refs, _Pointers())
+    out = list(first)
+    for _ in range(copies - 1):
+        out += _owner_pass(refs, _Pointers()) if fresh_pointers else [dict(c) for c in first]
+    return out
+
+
+def _owner_pass(refs: list[JSON], pointers: _Pointers) -> list[JSON]:
+    """One run of ValidateOwnerReferences."""
+    field = "metadata.ownerReferences"
+    out: list[JSON] = []
+    listed = first = ""
+    for ref in refs:
+        api_version, kind = str(ref.get("apiVersion") or ""), str(ref.get("kind") or "")
+        for key, bad, value in (("apiVersion", not _version_of(api_version), api_version),
+                                ("kind", not kind, kind),
+                                ("name", not ref.get("name"), ""),
+                                ("uid", not ref.get("uid"), "")):
+            if bad:
+                out.append(_status.cause(
+                    "FieldValueInvalid",
+                    f"Invalid value: {_status.go_quote(value)}: "
+                    f"{'version' if key == 'apiVersion' else key} must not be empty",
+                    f"{field}.{key}"))
+        if api_version == "v1" and kind == "Event":  # BannedOwners
+            out.append(_status.cause(
+                "FieldValueInvalid", f"Invalid value: {_gostring_ref(ref, pointers)}: "
+                "/v1, Kind=Event is disallowed from being an owner", field))
+        if ref.get("controller") is True:
+            name = f"{kind}/{ref.get('name') or ''}"
+            if not first:
+                first = name
+                continue
+            listed = listed or _gostring_refs(refs, pointers)
+            out.append(_status.cause(
+                "FieldValueInvalid",
+                f"Invalid value: {listed}: Only one reference can have Controller set to "
+                f'true. Found "true" in references for {first} and {name}', field))
+    return out
+
+
+def replicas_causes(rt: ResourceType, obj: JSON) -> list[JSON]:
+    """ValidateNonnegativeField on a workload's spec.replicas (a wrapped int32 lands here)."""
+    if rt.group != "apps" or rt.kind not in ("Deployment", "ReplicaSet", "StatefulSet"):
+        return []
+    replicas = _strings(obj.get("spec")).get("replicas")
+    if isinstance(replicas, int) and not isinstance(replicas, bool) and replicas < 0:
+        return [_status.cause("FieldValueInvalid",
+                              f"Invalid value: {replicas}: must be greater than or equal to 0",
+                              "spec.replicas")]
+    return []
 
 
 def data_causes(rt: ResourceType, obj: JSON) -> list[JSON]:

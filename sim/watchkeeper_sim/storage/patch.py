@@ -1,9 +1,8 @@
-"""Patch algorithms: JSON merge patch (RFC 7386), JSON patch (RFC 6902), strategic merge.
+"""Patch algorithms: JSON merge patch (RFC 7386) and JSON patch (RFC 6902).
 
 Pure functions on JSON values; the registry turns PatchError into the apiserver's 422
-(files 100, 101). Strategic merge is JSON merge plus merging of lists of named objects
-(containers, env, volumes...) by their ``name`` and the ``$patch: delete`` directive; other
-directives are dropped, which is enough for what clients and kubectl send.
+(files 100, 101). Strategic merge patch, which needs the kinds' Go tags, is
+``strategic.py``.
 """
 
 from __future__ import annotations
@@ -143,52 +142,3 @@ def json_patch(doc: Any, ops: Any) -> Any:
         else:
             raise PatchError(f"unknown operation {kind!r}")
     return doc
-
-
-# ---- strategic merge (simplified) -----------------------------------------------------------
-
-
-def _named_list(value: Any) -> bool:
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and all(isinstance(v, dict) and "name" in v for v in value)
-    )
-
-
-def strategic_merge(target: Any, patch: Any) -> Any:
-    """Merge like ``merge_patch`` but merge lists of named objects element by element."""
-    if not isinstance(patch, dict):
-        return clone(patch)
-    if patch.get("$patch") == "replace":
-        return {k: clone(v) for k, v in patch.items() if k != "$patch"}
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if key.startswith("$"):
-            continue  # $setElementOrder/..., $retainKeys, $deleteFromPrimitiveList/...
-        if value is None:
-            result.pop(key, None)
-        elif _named_list(value) and _named_list(result.get(key)):
-            result[key] = _merge_named(result[key], value)
-        elif isinstance(value, list):
-            result[key] = [
-                clone(v) for v in value
-                if not (isinstance(v, dict) and v.get("$patch") == "delete")
-            ]
-        else:
-            result[key] = strategic_merge(result.get(key), value)
-    return result
-
-
-def _merge_named(current: list[Any], patch: list[Any]) -> list[Any]:
-    out = [clone(v) for v in current]
-    for item in patch:
-        idx = next((i for i, v in enumerate(out) if v.get("name") == item["name"]), None)
-        if item.get("$patch") == "delete":
-            if idx is not None:
-                out.pop(idx)
-        elif idx is None:
-            out.append(strategic_merge({}, item))
-        else:
-            out[idx] = strategic_merge(out[idx], item)
-    return out

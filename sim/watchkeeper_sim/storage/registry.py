@@ -2,15 +2,18 @@
 
 Create/update/patch/delete with validation, uid/timestamps/generation, the status
 subresource split (files 142, 143), finalizers and graceful deletion (157-166), dry runs,
-managedFields, and the side effects of CRDs (serving new types, cleaning up on delete) and
-namespaces (terminating, then emptied, given the controller's conditions and removed:
-168-171). Owner references are the garbage collector's business (_gc, 172-173).
+managedFields, and the side effects of CRDs (serving new types; on delete the CRD
+finalizer: Terminating, instances deleted, the CRD gone once their finalizers are, issue 22
+files 001-019), Services (defaults and allocations, services.py) and namespaces
+(terminating, then emptied, given the controller's conditions and removed: 168-171). Owner
+references are the garbage collector's business (_gc, 172-173).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import random
 import re
@@ -25,9 +28,13 @@ from watchkeeper_sim.documents import events as _events
 from watchkeeper_sim.documents import keyorder as _keyorder
 from watchkeeper_sim.model import JSON, ResourceType
 from watchkeeper_sim.storage import fields as _fields
+from watchkeeper_sim.storage import gotypes as _gotypes
 from watchkeeper_sim.storage import metavalid as _metavalid
 from watchkeeper_sim.storage import namespaces as _namespaces
 from watchkeeper_sim.storage import patch as _patch
+from watchkeeper_sim.storage import patchmeta as _patchmeta
+from watchkeeper_sim.storage import services as _services
+from watchkeeper_sim.storage import strategic as _strategic
 from watchkeeper_sim.storage import validation as _validation
 from watchkeeper_sim.storage.clone import clone
 from watchkeeper_sim.storage.resources import CRD_GROUP, CRDError, crd_types
@@ -65,6 +72,9 @@ _GEN_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _KEEP_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
               "generation", "name", "namespace")
 CRD_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
+# the CRD finalizer deletes the instances, then polls a minute for them to go before it
+# deletes again: an object created meanwhile (an apply may create, file 007) waits for that
+CRD_CLEANUP_ROUND = 60.0
 
 
 def iso(ts: float) -> str:
@@ -112,11 +122,15 @@ class Registry:
         wall_clock: Callable[[], float] = time.time,
         namespace_cleanup_delay: float = 0.05,
         crd_watch_close_delay: float = 1.0,
+        crd_cleanup_delay: float = 0.05,
+        service_network: _services.Network | None = None,
     ) -> None:
         self.store = store
         self.wall_clock = wall_clock
         self.namespace_cleanup_delay = namespace_cleanup_delay
         self.crd_watch_close_delay = crd_watch_close_delay
+        self.crd_cleanup_delay = crd_cleanup_delay
+        self.service_network = service_network or _services.Network()
         # What a cluster's controllers do when a namespace appears (ApiServer sets it).
         self.on_namespace_created: Callable[[str], None] | None = None
         # The garbage collector (ApiServer sets it): told when owners may have gone.
@@ -126,6 +140,8 @@ class Registry:
         # raise StoreError to refuse. Dry runs are checked too, as on a real apiserver.
         self.admit: Callable[[ResourceType, str, JSON, JSON | None], None] | None = None
         self._ns_tasks: set[asyncio.Task[None]] = set()
+        self._crd_tasks: set[asyncio.Task[None]] = set()
+        self._finalizing: set[str] = set()  # CRDs whose finalizer pass is running
 
     def now(self) -> str:
         return iso(self.wall_clock())
@@ -137,7 +153,9 @@ class Registry:
 
     # ---- validation ------------------------------------------------------------------------
 
-    def _check_body(self, rt: ResourceType, body: Any) -> JSON:
+    def _check_body(self, rt: ResourceType, body: Any, ints: bool = True) -> JSON:
+        """The body as decoding into the kind's Go type accepts it (else 400); ``ints=False``
+        for an apply, whose integers are converted (wrapping) instead of decoded."""
         if not isinstance(body, dict):
             raise StoreError(_status.bad_request(
                 f"the object provided is unrecognized (must be of type {rt.kind}): couldn't "
@@ -151,6 +169,8 @@ class Registry:
                 f'{kind} in version "{version}" cannot be handled as a {rt.kind}: converting '
                 f"({version}.{kind}) to ({internal}.{rt.kind}): unknown conversion"))
         wrong = _metavalid.type_error(body, rt.kind)
+        if wrong is None and ints:
+            wrong = _gotypes.decode_error(body, rt)
         if wrong is not None:
             raise StoreError(_status.bad_request(
                 f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: {wrong}'))
@@ -170,20 +190,31 @@ class Registry:
         unknown = _validation.drop_unknown(rt, obj, self._schema(rt))
         if check is not None:
             check.report(rt, unknown, whole_body)
+        if rt.is_custom:
+            _validation.whole_numbers(obj)
 
-    def _validate(self, rt: ResourceType, obj: JSON, name: str | None) -> None:
+    def _validate(self, rt: ResourceType, obj: JSON, name: str | None,
+                  old: JSON | None = None) -> None:
         """422 Invalid with every cause at once, in the apiserver's order (files 090, 091,
-        147): the name (on create, ``name`` not None), labels and annotations, data keys,
-        then a custom resource's schema."""
+        147): the name (on create, ``name`` not None), labels and annotations, owner
+        references (an update repeats them, as many times as the kind validates its
+        metadata), the kind's own checks, then a custom resource's schema."""
         causes = [] if name is None else self._name_causes(rt, name)
-        causes += _metavalid.metadata_causes(obj) + _metavalid.data_causes(rt, obj)
+        causes += _metavalid.metadata_causes(obj)
+        causes += _metavalid.owner_reference_causes(
+            obj, copies=1 if name is not None else _metavalid.update_copies(rt),
+            fresh_pointers=rt.is_custom)
+        causes += _metavalid.data_causes(rt, obj) + _metavalid.replicas_causes(rt, obj)
+        if rt.key == ("", "services"):
+            causes += _services.causes(obj)
+            if old is not None:
+                causes += _services.update_causes(obj, old)
         if rt.is_custom:
             causes += _validation.schema_causes(obj, self._schema(rt))
         if causes:
             if name is None:
                 name = str(_meta(obj).get("name") or "")
-            raise StoreError(_status.invalid(rt.kind, rt.group if rt.is_custom else "", name,
-                                             causes))
+            raise StoreError(_status.invalid(rt.kind, _invalid_group(rt), name, causes))
 
     def _name_causes(self, rt: ResourceType, name: str) -> list[JSON]:
         if not name:
@@ -233,6 +264,25 @@ class Registry:
                              "message": f"namespace {namespace} is being terminated",
                              "field": "metadata.namespace"}]}))
 
+    def _refuse_if_terminating(self, rt: ResourceType) -> None:
+        """405 for a create of a custom resource whose CRD is being deleted."""
+        if rt.terminating:
+            raise StoreError(_status.status(
+                405, "MethodNotAllowed",
+                "create not allowed while custom resource definition is terminating",
+                {"group": rt.group, "kind": rt.plural}))
+
+    def _allocate(self, rt: ResourceType, obj: JSON) -> None:
+        """A Service's cluster IP and node ports (422 when a requested one is not free)."""
+        try:
+            causes = _services.allocate(obj, self.store.objects(rt), self.service_network)
+        except _services.RangeFull as exc:
+            raise StoreError(_status.status(
+                500, "InternalError", f"Internal error occurred: {exc}",
+                {"causes": [{"message": str(exc)}]})) from None
+        if causes:
+            raise StoreError(_status.invalid(rt.kind, "", _meta(obj).get("name", ""), causes))
+
     # ---- create ----------------------------------------------------------------------------
 
     def create(
@@ -250,6 +300,11 @@ class Registry:
         obj = self._check_body(rt, body)
         self._decode(rt, obj, check, whole_body=True)
         obj = _events.to_storage(rt, obj)
+        if managed:  # an apply that creates is a patch: the handler lets it through (201)
+            self._refuse_if_terminating(rt)
+        is_service = rt.key == ("", "services")
+        if is_service:  # decode-time defaults: owned by the writer
+            _services.defaults(obj)
         meta = _meta(obj)
         name = meta.get("name") or ""
         if not name and meta.get("generateName"):
@@ -290,6 +345,9 @@ class Registry:
             obj["status"] = {"phase": "Active"}
         if rt.key in _EMPTY_STATUS_ON_CREATE:
             obj["status"] = {}  # after managedFields: an empty struct is owned by nobody
+        if is_service:  # allocated by the service storage: owned by nobody
+            self._allocate(rt, obj)
+            _services.status_on_create(obj)
         meta["resourceVersion"] = ""  # reserves its place in the key order; set by the store
         obj = _order_meta(obj, rt)
         if dry_run:
@@ -377,6 +435,9 @@ class Registry:
                     new.pop("status", None)
             if rt.key == ("", "namespaces"):
                 new["spec"] = old.get("spec", {})
+            if rt.key == ("", "services"):
+                _services.defaults(new)
+                _services.carry_over(new, old)
         new["kind"], new["apiVersion"] = rt.kind, rt.group_version
         new_meta = _meta(new)
         if not fields_done:
@@ -391,14 +452,15 @@ class Registry:
                 cause = _status.cause("FieldValueForbidden", msg, "metadata.finalizers")
                 # kube-apiserver 1.28 lists this cause twice (file 159)
                 raise StoreError(_status.invalid(
-                    rt.kind, rt.group if rt.is_custom else "", old_meta["name"],
-                    [cause, dict(cause)]))
+                    rt.kind, _invalid_group(rt), old_meta["name"], [cause, dict(cause)]))
         if rt.has_generation and _spec_part(new) != _spec_part(old):
             new_meta["generation"] = int(old_meta.get("generation") or 0) + 1
         if not fields_done:
             _fields.record_update(old, new, manager=manager, api_version=rt.group_version,
                                   now=self.now(), subresource=subresource, custom=rt.is_custom,
                                   seen=seen)
+        if rt.key == ("", "services") and subresource != "status":
+            self._allocate(rt, new)  # a type that now needs an address or node ports
         new_meta["resourceVersion"] = old_meta.get("resourceVersion")
         new = _order_meta(new, rt)
         if self.admit is not None:  # on the updated object, before the RV check (409)
@@ -406,7 +468,7 @@ class Registry:
         if expected_rv and expected_rv != old_meta.get("resourceVersion"):
             raise StoreError(_status.conflict(rt.plural, rt.group, old_meta["name"],
                                               _status.STALE))
-        self._validate(rt, new, None)
+        self._validate(rt, new, None, old)
         if _comparable(new) == _comparable(old) or dry_run:
             return present(new if dry_run else old, rt)
         ns, name = obj_key(old)
@@ -449,24 +511,32 @@ class Registry:
             if patch_type == "json":
                 new = _patch.json_patch(view, body)
             elif patch_type == "strategic":
-                new = _patch.strategic_merge(view, body)
+                new = _strategic.strategic_merge(view, body, _patchmeta.meta_of(rt))
             else:
                 new = _patch.merge_patch(view, body)
         except _patch.PatchError:
             raise StoreError(_status.status(
                 422, "Invalid", "the server rejected our request due to an error in our request",
                 {})) from None
+        except _strategic.StrategicError as exc:  # the apiserver's unmapped error: a bare 500
+            code = exc.code
+            raise StoreError(_status.status(
+                code, {400: "BadRequest", 422: None}.get(code), str(exc))) from None
         if not isinstance(new, dict):
             raise StoreError(_status.bad_request("the patch did not produce an object"))
         wrong = _metavalid.type_error(new, rt.kind)
+        if wrong is None and patch_type == "strategic":
+            try:  # through the unstructured converter: integers wrap around
+                _gotypes.convert(new, rt)
+            except ValueError as exc:
+                raise _patch_invalid(json.dumps(_gotypes.go_value(body), ensure_ascii=False),
+                                     str(exc)) from None
+        elif wrong is None:
+            wrong = _gotypes.decode_error(new, rt)
         if wrong is not None:  # the patched object does not decode: 422 on "patch"
             patched = json.dumps(json.dumps(new, separators=(",", ":"), ensure_ascii=False),
                                  ensure_ascii=False)
-            cause = _status.cause("FieldValueInvalid", f"Invalid value: {patched}: {wrong}",
-                                  "patch")
-            raise StoreError(_status.status(
-                422, "Invalid", f' "" is invalid: patch: {cause["message"]}',
-                {"causes": [cause]}))
+            raise _patch_invalid(patched, wrong)
         self._check_patched(rt, namespace, name, new)
         new = clone(new)
         self._decode(rt, new, check, whole_body=False)
@@ -498,13 +568,14 @@ class Registry:
         dry_run: bool,
         check: FieldCheck | None = None,
     ) -> tuple[JSON, int]:
-        config = self._check_body(rt, config)
+        config = self._check_body(rt, config, ints=False)
         self._decode(rt, config, check, whole_body=False)
         cmeta = _meta(config)
         if cmeta.get("name") and cmeta["name"] != name:
             raise StoreError(_status.bad_request(
                 f"the name of the object ({cmeta['name']}) does not match the name on the URL "
                 f"({name})"))
+        config_ns = str(cmeta.get("namespace") or "")
         self._check_namespace(rt, namespace, config, name)
         cmeta.pop("managedFields", None)
         current = self.store.peek(rt, namespace, name)
@@ -518,6 +589,14 @@ class Registry:
         except _fields.ApplyConflict as exc:
             raise StoreError(_status.status(409, "Conflict", exc.message,
                                             {"causes": exc.causes()})) from None
+        try:  # the typed conversion of the result: integers wrap around, as in a SMP
+            _gotypes.convert(result, rt)
+        except ValueError as exc:  # a bare 500 (file 079); the namespace as the config had it
+            kind = f"{rt.group_version}, Kind={rt.kind}"
+            raise StoreError(_status.status(
+                500, None, f"failed to convert new object ({config_ns}/{name}; {kind}) to "
+                f"proper version: unable to convert unstructured object to {kind}: {exc}",
+            )) from None
         if current is None:
             _meta(result)["name"] = name
             return self.create(rt, namespace, result, manager=manager, dry_run=dry_run,
@@ -571,6 +650,8 @@ class Registry:
         new = clone(old)
         nmeta = new["metadata"]
         nmeta["deletionTimestamp"] = self.now()
+        if nmeta.get("generation") and not is_crd:  # markAsDeleting: controllers must notice
+            nmeta["generation"] = int(nmeta["generation"]) + 1
         if is_crd:
             finalizers.append(CRD_FINALIZER)
             status = new.setdefault("status", {})
@@ -622,6 +703,9 @@ class Registry:
             self.gc.notice_removal()
         if rt.key == ("", "namespaces"):
             return
+        crd_name = f"{rt.plural}.{rt.group}"
+        if rt.terminating and crd_name not in self._finalizing:
+            self._crd_finalize(crd_name, delete=False)  # the last one may have gone
         if rt.key == (CRD_GROUP, "customresourcedefinitions"):
             spec = old.get("spec") or {}
             key = (spec.get("group", ""), (spec.get("names") or {}).get("plural", ""))
@@ -686,26 +770,101 @@ class Registry:
         for (g, v, p) in list(self.store.types):
             if (g, p) == (group, plural) and v not in served:
                 del self.store.types[(g, v, p)]
+        terminating = bool(crd["metadata"].get("deletionTimestamp"))
         for t in types:
-            self.store.register(t)
+            self.store.register(dataclasses.replace(t, terminating=terminating))
 
     def _crd_delete(self, crd: JSON) -> None:
-        """Delete every custom resource, end their watches, stop serving, drop the CRD."""
+        """Start the CRD finalizer (apiextensions' crd_finalizer): stop creates, delete every
+        custom resource, and remove the CRD once they are all gone; custom resources with
+        finalizers keep it Terminating (and their resource served) until theirs go."""
+        spec = crd.get("spec") or {}
+        key = (spec.get("group", ""), (spec.get("names") or {}).get("plural", ""))
+        for t in [t for (g, _, p), t in self.store.types.items() if (g, p) == key]:
+            self.store.register(dataclasses.replace(t, terminating=True))
+        name = crd["metadata"]["name"]
+        if self._crd_finalize(name, delete=True):
+            return
+        try:
+            asyncio.get_running_loop()  # is there a loop to wait in?
+        except RuntimeError:
+            return  # without one, the next write or removal of a custom resource finishes it
+        task = start_task(self._crd_worker(name), name=f"simulator: CRD {name}")
+        self._crd_tasks.add(task)
+        task.add_done_callback(self._crd_tasks.discard)
+
+    async def _crd_worker(self, name: str) -> None:
+        loop = asyncio.get_running_loop()
+        round_started = loop.time()
+        while True:
+            await asyncio.sleep(self.crd_cleanup_delay)  # the real one polls every 5 s
+            again = loop.time() - round_started >= CRD_CLEANUP_ROUND
+            if again:
+                round_started = loop.time()
+            if self._crd_finalize(name, delete=again):
+                return
+
+    def _crd_finalize(self, name: str, delete: bool) -> bool:
+        """One pass of the CRD finalizer (deleting the instances, or only looking whether
+        they are gone); True when the CRD is gone."""
+        self._finalizing.add(name)
+        try:
+            return self._crd_finalize_pass(name, delete)
+        finally:
+            self._finalizing.discard(name)
+
+    def _crd_finalize_pass(self, name: str, delete: bool) -> bool:
+        crd_rt = self.store.lookup(CRD_GROUP, "v1", "customresourcedefinitions")
+        crd = None if crd_rt is None else self.store.peek(crd_rt, "", name)
+        if crd_rt is None or crd is None:
+            return True
         spec = crd.get("spec") or {}
         group = spec.get("group", "")
         plural = (spec.get("names") or {}).get("plural", "")
+        if _condition_reason(crd, "Terminating") == "InstanceDeletionPending":
+            crd = self._crd_terminating_status(crd_rt, crd)
         types = [t for (g, _, p), t in self.store.types.items() if (g, p) == (group, plural)]
         if types:
-            for obj in self.store.objects(types[0]):
-                ns, name = obj_key(obj)
-                self.store.remove(types[0], ns, name)
-        # the DELETED lines go out at once, the stream ends later (~1 s in 154)
+            for obj in self.store.objects(types[0]) if delete else ():
+                if not obj["metadata"].get("deletionTimestamp"):
+                    ns, oname = obj_key(obj)
+                    with contextlib.suppress(StoreError):
+                        self.delete(types[0], ns, oname)
+            if self.store.objects(types[0]):
+                return False
+        others = [f for f in crd["metadata"].get("finalizers") or [] if f != CRD_FINALIZER]
+        if others:  # someone else's finalizer: only ours goes, with the final condition
+            self._crd_terminating_status(crd_rt, crd, done=True, finalizers=others)
+            return True
+        # every instance is gone: the finalizer goes, and with it the CRD (DELETED shows it
+        # as last stored, still InstanceDeletionInProgress); watches end ~1 s later (154)
+        self.store.remove(crd_rt, "", name)
         self.store.end_watches((group, plural), delay=self.crd_watch_close_delay)
         self.store.unregister(group, plural)
-        crd_rt = self.store.lookup(CRD_GROUP, "v1", "customresourcedefinitions")
-        if crd_rt is not None:
-            self.store.remove(crd_rt, "", crd["metadata"]["name"])
         self._gc_notice()  # dependents of the custom resources
+        return True
+
+    def _crd_terminating_status(self, crd_rt: ResourceType, crd: JSON, done: bool = False,
+                                finalizers: list[str] | None = None) -> JSON:
+        """The finalizer's status writes: Terminating InstanceDeletionInProgress first; at the
+        end InstanceDeletionCompleted, its finalizer removed (seen only when another one
+        keeps the CRD)."""
+        new = clone(crd)
+        now = self.now()
+        conditions = [c for c in new["status"].get("conditions") or []
+                      if c.get("type") != "Terminating"]
+        conditions.append(
+            {"type": "Terminating", "status": "False", "lastTransitionTime": now,
+             "reason": "InstanceDeletionCompleted", "message": "removed all instances"} if done
+            else {"type": "Terminating", "status": "True", "lastTransitionTime": now,
+                  "reason": "InstanceDeletionInProgress",
+                  "message": "CustomResource deletion is in progress"})
+        new["status"]["conditions"] = conditions
+        if finalizers is not None:
+            new["metadata"]["finalizers"] = finalizers
+        _fields.record_update(crd, new, manager="kube-apiserver", api_version=crd_rt.group_version,
+                              now=now, subresource="status")
+        return self.store.replace(crd_rt, _order_meta(new, crd_rt))
 
     # ---- namespaces ------------------------------------------------------------------------
 
@@ -762,17 +921,42 @@ class Registry:
         return True
 
     def cancel_background(self) -> None:
-        for task in list(self._ns_tasks):
+        for task in [*self._ns_tasks, *self._crd_tasks]:
             task.cancel()
         if self.gc is not None:
             self.gc.cancel()
 
 
+def _invalid_group(rt: ResourceType) -> str:
+    """The group a 422 names: the kind's own ("Deployment.apps", file 030), but core's for
+    events.k8s.io Events, which are validated as core Events ("Event", issue 22)."""
+    return "" if rt.plural == "events" else rt.group
+
+
+def _condition_reason(obj: JSON, kind: str) -> str:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if isinstance(c, dict) and c.get("type") == kind:
+            return str(c.get("reason") or "")
+    return ""
+
+
+def _patch_invalid(value: str, why: str) -> StoreError:
+    """422 on the "patch" field: ``value`` (already quoted) did not decode."""
+    cause = _status.cause("FieldValueInvalid", f"Invalid value: {value}: {why}", "patch")
+    return StoreError(_status.status(422, "Invalid", f' "" is invalid: patch: {cause["message"]}',
+                                     {"causes": [cause]}))
+
+
 def _order_meta(obj: JSON, rt: ResourceType) -> JSON:
-    """Metadata keys in the apiserver's order, so dumps read like the real thing."""
+    """Metadata keys in the apiserver's order, so dumps read like the real thing; a built-in
+    kind's empty owner references or finalizers are left out (omitempty), as after a
+    strategic merge patch deleted the last one (file 036)."""
+    meta = obj.get("metadata") or {}
     if not rt.is_custom:
         _keyorder.canonical(obj, rt.group, rt.plural)
-    meta = obj.get("metadata") or {}
+        for key in ("ownerReferences", "finalizers"):
+            if meta.get(key) == []:
+                del meta[key]
     ordered = {k: meta[k] for k in _keyorder.META_ORDER if k in meta}
     ordered.update((k, v) for k, v in meta.items() if k not in ordered)
     obj["metadata"] = ordered

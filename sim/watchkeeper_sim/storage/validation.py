@@ -176,15 +176,22 @@ def _prune(value: Any, schema: JSON, path: str, out: list[str], root: bool = Fal
             _prune(item, schema["items"], f"{path}[{i}]", out)
 
 
+# JSON numbers the apiserver decodes to an int64, or to a float64 that kube-openapi still
+# counts as an integer (whole, within +-(2^53 - 1)); anything else is a "number"
+_INT64 = (-(2**63), 2**63 - 1)
+_JSON_INTEGER_FLOAT = 2.0**53 - 1
+
+
 def _type_name(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int):
-        return "integer"
+        return "integer" if _INT64[0] <= value <= _INT64[1] else "number"
     if isinstance(value, float):
-        return "integer" if value.is_integer() else "number"
+        whole = value.is_integer() and abs(value) <= _JSON_INTEGER_FLOAT
+        return "integer" if whole else "number"
     if isinstance(value, str):
         return "string"
     return "array" if isinstance(value, list) else "object"
@@ -319,6 +326,21 @@ def drop_unknown(rt: ResourceType, obj: JSON, schema: JSON | None) -> list[str]:
     if spec is not None:
         _drop_unknown(obj, spec, "", out)
     return out
+
+
+def whole_numbers(value: Any) -> Any:
+    """A custom resource's whole floats (``3.0``, ``1e2``) as integers, in place: the
+    apiserver stores its float64 as JSON, which writes them without a fraction, and reads
+    them back as int64. A CRD's ``format: int32`` is not checked (nor is int64 beyond the
+    JSON type): 2147483648 is stored as sent, as kube-apiserver 1.28 does."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            value[key] = whole_numbers(item)
+    elif isinstance(value, list):
+        value[:] = [whole_numbers(item) for item in value]
+    elif isinstance(value, float) and value.is_integer() and abs(value) <= _JSON_INTEGER_FLOAT:
+        return int(value)
+    return value
 
 
 def schema_causes(obj: JSON, schema: JSON | None) -> list[JSON]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -22,6 +23,8 @@ import pytest
 import yaml
 
 from watchkeeper_sim.server import ApiServer
+
+from ..contract._issue22 import REF22, load22
 
 KUBECTL = os.environ.get("WATCHKEEPER_KUBECTL", "/usr/bin/kubectl")
 
@@ -398,3 +401,27 @@ async def test_custom_resources_print_additional_printer_columns(kubectl: Kubect
     wide = rows(await kubectl.ok("get", "widgets", "-o", "wide"))
     assert wide[0] == ["NAME", "SIZE", "COLOR", "SECRET", "AGE"]
     assert wide[1][:3] == ["w1", "4", "red"] and len(wide[1]) == 4  # null cell: blank
+
+
+def _printed(log: str) -> str:
+    """kubectl's stdout in a captured -v=8 log, the date column's ages left out."""
+    out = log.split("--- stdout ---\n", 1)[1].split("--- stderr", 1)[0]
+    return re.sub(r"\b(WHEN|\d+y\d+d)\b\s+", "", out)
+
+
+async def test_jsonpath_printer_columns_print_as_on_a_real_server(kubectl: Kubectl) -> None:
+    """Issue 22, case 4: `kubectl get` of a CRD whose columns use JSONPath filters, unions,
+    slices and recursive descent prints what it printed against kube-apiserver 1.28.7
+    (tests/fixtures/apiserver-1.28-issue22/kubectl-logs)."""
+    kubectl.srv.create_object({"apiVersion": "v1", "kind": "Namespace",
+                               "metadata": {"name": "cases-4"}})
+    for number in (59, 60):  # the CRD and its custom resource, as the capture made them
+        manifest = kubectl.tmp / f"{number}.json"  # JSON: YAML would read the tag y as true
+        manifest.write_text(json.dumps(load22(number)["request"]["body"]))
+        await kubectl.ok("create", "-f", str(manifest), "-n", "cases-4")
+    for args, log in ((("get", "printers", "-n", "cases-4"), "01-get-printers.log"),
+                      (("get", "printers", "-n", "cases-4", "-o", "wide"),
+                       "02-get-printers-wide.log")):
+        printed = await kubectl.ok(*args)
+        assert _printed(f"--- stdout ---\n{printed}--- stderr") == _printed(
+            (REF22 / "kubectl-logs" / log).read_text())

@@ -6,6 +6,7 @@ import pytest
 
 from watchkeeper_sim.storage import fields as _fields
 from watchkeeper_sim.storage import patch as _patch
+from watchkeeper_sim.storage import strategic as _strategic
 from watchkeeper_sim.storage.selectors import SelectorError, matcher, parse_labels
 from watchkeeper_sim.storage.store import StoreError, decode_continue, encode_continue
 
@@ -86,9 +87,9 @@ def test_json_patch_ops_and_failures() -> None:
 
 def test_strategic_merge_merges_named_lists() -> None:
     doc = {"spec": {"containers": [{"name": "a", "image": "1"}, {"name": "b", "image": "1"}]}}
-    out = _patch.strategic_merge(doc, {"spec": {"containers": [
+    out = _strategic.strategic_merge(doc, {"spec": {"containers": [
         {"name": "b", "image": "2"}, {"name": "c", "image": "3"}, {"name": "a", "$patch": "delete"}
-    ]}, "$setElementOrder/x": []})
+    ]}, "$setElementOrder/x": []}, {("spec", "containers"): "name"})
     assert out == {"spec": {"containers": [{"name": "b", "image": "2"},
                                            {"name": "c", "image": "3"}]}}
 
