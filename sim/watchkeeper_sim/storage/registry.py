@@ -24,6 +24,7 @@ from watchkeeper_sim import status as _status
 from watchkeeper_sim.documents import events as _events
 from watchkeeper_sim.documents import keyorder as _keyorder
 from watchkeeper_sim.model import JSON, ResourceType
+from watchkeeper_sim.storage import defaulting as _defaulting
 from watchkeeper_sim.storage import fields as _fields
 from watchkeeper_sim.storage import metavalid as _metavalid
 from watchkeeper_sim.storage import namespaces as _namespaces
@@ -175,6 +176,8 @@ class Registry:
         """422 Invalid with every cause at once, in the apiserver's order (files 090, 091,
         147): the name (on create, ``name`` not None), labels and annotations, data keys,
         then a custom resource's schema."""
+        if rt.is_custom:  # the schema's defaults first, as the apiserver's decoder does
+            _defaulting.apply_defaults(obj, self._schema(rt))
         causes = [] if name is None else self._name_causes(rt, name)
         causes += _metavalid.metadata_causes(obj) + _metavalid.data_causes(rt, obj)
         if rt.is_custom:
