@@ -22,7 +22,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict src sim
+	$(BIN)/mypy --strict src sim examples  # the examples are user code: it must type-check
 
 unit: $(STAMP)
 	$(BIN)/pytest -q -m "not e2e"

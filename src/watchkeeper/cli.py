@@ -325,6 +325,59 @@ def run_command(
     sys.exit(code)
 
 
+class _ManifestDumper(yaml.SafeDumper):
+    """YAML as a person writes a manifest: multi-line descriptions as ``|`` blocks."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data,
+                                   style="|" if "\n" in data else None)
+
+
+_ManifestDumper.add_representer(str, _represent_str)
+
+
+def manifests_yaml(manifests: list[dict[str, Any]]) -> str:
+    """Documents separated by ``---``, keys in the order built, long lines kept whole."""
+    return yaml.dump_all(manifests, Dumper=_ManifestDumper, sort_keys=False, width=100,
+                         explicit_start=True)
+
+
+def _load_resource_class(target: str) -> type[wk.CustomResource]:
+    """``module:Class`` or ``file.py:Class``, which must be a ``wk.CustomResource``."""
+    from watchkeeper._runner import RunError, load_target
+
+    if ":" not in target:
+        fail(f"{target!r}: name the class, as module:Class or path/to/file.py:Class",
+             EXIT_SETUP)
+    try:
+        obj = load_target(target)
+    except RunError as exc:
+        fail(str(exc), EXIT_SETUP)
+    except Exception as exc:  # the user's module failed while importing: say how, in one line
+        fail(f"cannot load {target}: {type(exc).__name__}: {exc}", EXIT_SETUP)
+    if not (isinstance(obj, type) and issubclass(obj, wk.CustomResource)):
+        fail(f"{target} is {obj!r}, not a wk.CustomResource class", EXIT_SETUP)
+    return obj
+
+
+@main.command("crd")
+@click.argument("targets", nargs=-1, required=True, metavar="MODULE:CLASS...")
+def crd_command(targets: tuple[str, ...]) -> None:
+    """Print the CustomResourceDefinition of each resource class as YAML, for
+    ``kubectl apply -f -``. A target is module:Class or path/to/file.py:Class (a
+    wk.CustomResource subclass); several versions of one resource make one CRD.
+
+    Exit status: 2 when a target does not load or cannot become a CRD (the message names
+    the class and field)."""
+    classes = [_load_resource_class(t) for t in targets]
+    try:
+        manifests = wk.crds(*classes)
+    except wk.SchemaError as exc:
+        fail(str(exc), EXIT_SETUP)
+    click.echo(manifests_yaml(manifests), nl=False)
+
+
 @main.command()
 @click.argument("url")
 def status(url: str) -> None:

@@ -27,6 +27,7 @@ from watchkeeper_sim import status as _status
 from watchkeeper_sim.documents import events as _events
 from watchkeeper_sim.documents import keyorder as _keyorder
 from watchkeeper_sim.model import JSON, ResourceType
+from watchkeeper_sim.storage import defaulting as _defaulting
 from watchkeeper_sim.storage import fields as _fields
 from watchkeeper_sim.storage import gotypes as _gotypes
 from watchkeeper_sim.storage import metavalid as _metavalid
@@ -199,6 +200,8 @@ class Registry:
         147): the name (on create, ``name`` not None), labels and annotations, owner
         references (an update repeats them, as many times as the kind validates its
         metadata), the kind's own checks, then a custom resource's schema."""
+        if rt.is_custom:  # the schema's defaults first, as the apiserver's decoder does
+            _defaulting.apply_defaults(obj, self._schema(rt))
         causes = [] if name is None else self._name_causes(rt, name)
         causes += _metavalid.metadata_causes(obj)
         causes += _metavalid.owner_reference_causes(
