@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: test demo e2e bench lint typecheck unit wheels clean
+.PHONY: test demo e2e bench lint typecheck unit wheels clean conformance-live conformance-record
 
 $(STAMP): pyproject.toml sim/pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -38,6 +38,15 @@ demo: $(STAMP)
 
 e2e: $(STAMP)
 	$(BIN)/pytest -q -m e2e tests/e2e
+
+# The differential conformance suite (tests/conformance, docs/simulator.md) against the real
+# cluster WATCHKEEPER_E2E_KUBECONFIG names: live shows every difference from the simulator,
+# record rewrites the fixtures make test compares the simulator with. ARGS="-k crd" for some.
+conformance-live: $(STAMP)
+	PYTHONPATH=tests $(BIN)/python -m conformance live $(ARGS)
+
+conformance-record: $(STAMP)
+	PYTHONPATH=tests $(BIN)/python -m conformance record $(ARGS)
 
 bench: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks.run_all

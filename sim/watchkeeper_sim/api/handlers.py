@@ -262,12 +262,18 @@ class Handlers:
         elif route.group not in self.store.groups():
             return _http.page_not_found()
         rt = self.store.lookup(route.group, route.version, route.resource)
-        if rt is None:
-            return _http.status_response(_status.resource_not_found())
-        if route.namespaced_path and not rt.namespaced:
-            return _http.status_response(_status.resource_not_found())
+        # a group of CRDs is served by apiextensions, whose misses fall through to the Go
+        # mux's plain 404 (conformance crd-versions, crd-cluster-scoped)
+        custom = any(t.is_custom for (g, _, _), t in self.store.types.items()
+                     if g == route.group)
+        if rt is None or (route.namespaced_path and not rt.namespaced):
+            return _http.page_not_found() if custom else _http.status_response(
+                _status.resource_not_found())
         if route.subresource and not (route.subresource == "status" and rt.has_status) \
                 and (rt.group, rt.plural, route.subresource) not in self.subresources:
+            if rt.is_custom:  # the object is what it does not find (crd-status-subresource)
+                return _http.status_response(_status.not_found(rt.plural, rt.group,
+                                                               route.name))
             return _http.status_response(_status.resource_not_found())
         return rt
 

@@ -208,6 +208,12 @@ def _deployment_trailing(obj: Mapping[str, Any]) -> list[Any]:
     ]
 
 
+def _crd_row(obj: Mapping[str, Any], now: datetime) -> list[Any]:
+    """The CustomResourceDefinition resource's own columns: its creation time, as is."""
+    meta = _dict(obj, "metadata")
+    return [meta.get("name") or "", meta.get("creationTimestamp")]
+
+
 _PRINTERS: dict[tuple[str, str], _Printer] = {
     ("", "configmaps"): _Printer(
         middle=(_column("Data", _CONFIGMAP_DATA_DOC),), middle_cells=_configmap_cells),
@@ -236,6 +242,11 @@ _PRINTERS: dict[tuple[str, str], _Printer] = {
                   _column("Images", "Images of the pod template's containers.", priority=1),
                   _column("Selector", "The deployment's label selector.", priority=1)),
         trailing_cells=_deployment_trailing),
+    # apiextensions' default table: Name, Created At (a date column, the timestamp as is)
+    ("apiextensions.k8s.io", "customresourcedefinitions"): _Printer(
+        whole=(_column("Name", _NAME_DOC, fmt="name"),
+               _column("Created At", _AGE_DOC, type_="date")),
+        whole_cells=_crd_row),
 }
 
 

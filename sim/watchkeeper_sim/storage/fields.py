@@ -274,7 +274,8 @@ class ApplyConflict(Exception):
             body = f"conflict with {who}: {path}"
         else:
             lines: list[str] = []
-            for who in dict.fromkeys(w for w, _ in self.conflicts):
+            # by manager, as the apiserver sorts them (conformance ssa-after-update)
+            for who in sorted(dict.fromkeys(w for w, _ in self.conflicts)):
                 lines.append(f"conflicts with {who}:")
                 lines += [f"- {p}" for w, p in self.conflicts if w == who]
             body = "\n".join(lines)

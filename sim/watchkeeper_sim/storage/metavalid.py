@@ -258,6 +258,9 @@ def data_causes(rt: ResourceType, obj: JSON) -> list[JSON]:
     for name in fields:
         for key in _strings(obj.get(name)):
             causes += _invalid(f"{name}[{key}]", key, _config_key_errors(key))
+            if name == "binaryData" and key in _strings(obj.get("data")):
+                causes += _invalid(f"data[{key}]", key,
+                                   ["duplicate of key present in binaryData"])
     return causes
 
 
@@ -292,7 +295,7 @@ def type_error(obj: JSON, kind: str) -> str | None:
     a label list was stored and broke every later label selector (and watch) on its kind."""
     meta = obj.get("metadata")
     if meta is None:
-        return None
+        return _data_type_error(obj, kind)
     if not isinstance(meta, dict):
         return _unmarshal(meta, f"{kind}.metadata", "v1.ObjectMeta")
     for name in _META_STRINGS:
@@ -315,4 +318,29 @@ def type_error(obj: JSON, kind: str) -> str | None:
         for item in finalizers:
             if item is not None and not isinstance(item, str):
                 return _unmarshal(item, "ObjectMeta.metadata.finalizers", "string")
+    return _data_type_error(obj, kind)
+
+
+# ConfigMap and Secret maps: field -> bytes (base64 in JSON) or not
+_DATA_MAPS = {"ConfigMap": (("data", False), ("binaryData", True)),
+              "Secret": (("data", True), ("stringData", False))}
+_BASE64 = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=\r\n")
+
+
+def _data_type_error(obj: JSON, kind: str) -> str | None:
+    """A ConfigMap's or Secret's data maps: strings, and base64 where they hold bytes
+    (scenario secret-data: "illegal base64 data at input byte 3")."""
+    for name, is_bytes in _DATA_MAPS.get(kind, ()):
+        value = obj.get(name)
+        if value is None:
+            continue
+        go_type = "map[string][]uint8" if is_bytes else "map[string]string"
+        if not isinstance(value, dict):
+            return _unmarshal(value, f"{kind}.{name}", go_type)
+        for item in value.values():
+            if item is not None and not isinstance(item, str):
+                return _unmarshal(item, f"{kind}.{name}", "[]uint8" if is_bytes else "string")
+            bad = next((i for i, c in enumerate(item or "") if c not in _BASE64), None)
+            if is_bytes and bad is not None:
+                return f"illegal base64 data at input byte {bad}"
     return None

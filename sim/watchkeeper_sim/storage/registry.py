@@ -27,7 +27,7 @@ from watchkeeper_sim import status as _status
 from watchkeeper_sim.documents import events as _events
 from watchkeeper_sim.documents import keyorder as _keyorder
 from watchkeeper_sim.model import JSON, ResourceType
-from watchkeeper_sim.storage import defaulting as _defaulting
+from watchkeeper_sim.storage import configdata as _configdata
 from watchkeeper_sim.storage import fields as _fields
 from watchkeeper_sim.storage import gotypes as _gotypes
 from watchkeeper_sim.storage import metavalid as _metavalid
@@ -36,6 +36,7 @@ from watchkeeper_sim.storage import patch as _patch
 from watchkeeper_sim.storage import patchmeta as _patchmeta
 from watchkeeper_sim.storage import services as _services
 from watchkeeper_sim.storage import strategic as _strategic
+from watchkeeper_sim.storage import structural as _structural
 from watchkeeper_sim.storage import validation as _validation
 from watchkeeper_sim.storage.clone import clone
 from watchkeeper_sim.storage.resources import CRD_GROUP, CRDError, crd_types
@@ -76,6 +77,7 @@ CRD_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
 # the CRD finalizer deletes the instances, then polls a minute for them to go before it
 # deletes again: an object created meanwhile (an apply may create, file 007) waits for that
 CRD_CLEANUP_ROUND = 60.0
+_OMITEMPTY_META = ("labels", "annotations", "finalizers", "ownerReferences")
 
 
 def iso(ts: float) -> str:
@@ -93,6 +95,14 @@ def _meta(obj: JSON) -> JSON:
 def _spec_part(obj: JSON) -> JSON:
     """Everything generation tracks: the object without metadata, status, kind, apiVersion."""
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "kind", "apiVersion")}
+
+
+def _generation_part(rt: ResourceType, obj: JSON) -> JSON:
+    """What a change of bumps metadata.generation: a custom resource without a status
+    subresource counts its status too (tests/conformance crd-generation)."""
+    if rt.is_custom and not rt.has_status:
+        return {k: v for k, v in obj.items() if k not in ("metadata", "kind", "apiVersion")}
+    return _spec_part(obj)
 
 
 def _comparable(obj: JSON) -> JSON:
@@ -186,40 +196,59 @@ class Registry:
         return _validation.crd_schema(crd, rt.version)
 
     def _decode(self, rt: ResourceType, obj: JSON, check: FieldCheck | None,
-                whole_body: bool) -> None:
-        """Drop unknown fields (in place) and report them as ``check`` asks (112-115, 148)."""
-        unknown = _validation.drop_unknown(rt, obj, self._schema(rt))
+                whole_body: bool, defaults: bool = True) -> None:
+        """Drop unknown fields (in place) and report them as ``check`` asks (112-115, 148);
+        and empty metadata lists and maps, which ObjectMeta's omitempty drops (a patch that
+        empties the finalizers of a deleted object answers without them)."""
+        meta = obj.get("metadata")
+        if isinstance(meta, dict):
+            for key in _OMITEMPTY_META:
+                if key in meta and not meta[key]:
+                    del meta[key]
+        schema = self._schema(rt)
+        unknown = _validation.drop_unknown(rt, obj, schema)
         if check is not None:
             check.report(rt, unknown, whole_body)
         if rt.is_custom:
             _validation.whole_numbers(obj)
+        if defaults:  # an apply's configuration is not defaulted: its result is (_commit)
+            _structural.default(obj, schema)
 
     def _validate(self, rt: ResourceType, obj: JSON, name: str | None,
-                  old: JSON | None = None) -> None:
+                  old: JSON | None = None, subresource: str = "") -> None:
         """422 Invalid with every cause at once, in the apiserver's order (files 090, 091,
-        147): the name (on create, ``name`` not None), labels and annotations, owner
-        references (an update repeats them, as many times as the kind validates its
-        metadata), the kind's own checks, then a custom resource's schema."""
-        if rt.is_custom:  # the schema's defaults first, as the apiserver's decoder does
-            _defaulting.apply_defaults(obj, self._schema(rt))
-        causes = [] if name is None else self._name_causes(rt, name)
+        147): the name (on create, ``name`` not None), an update's frozen fields (``old``),
+        labels and annotations, owner references (an update repeats them, as many times as
+        the kind validates its metadata), data keys, the kind's own checks, then a custom
+        resource's schema."""
+        generate_name = str(_meta(obj).get("generateName") or "")
+        causes = [] if name is None else self._name_causes(rt, name, generate_name)
+        if old is not None:
+            causes += _configdata.update_causes(rt, old, obj)
         causes += _metavalid.metadata_causes(obj)
         causes += _metavalid.owner_reference_causes(
             obj, copies=1 if name is not None else _metavalid.update_copies(rt),
             fresh_pointers=rt.is_custom)
         causes += _metavalid.data_causes(rt, obj) + _metavalid.replicas_causes(rt, obj)
+        causes += _configdata.secret_causes(rt, obj)
         if rt.key == ("", "services"):
             causes += _services.causes(obj)
             if old is not None:
                 causes += _services.update_causes(obj, old)
-        if rt.is_custom:
+        if rt.is_custom and subresource == "status":
+            # /status checks the status alone, against its own schema: paths start below it
+            schema = self._schema(rt) or {}
+            status_schema = (schema.get("properties") or {}).get("status")
+            if isinstance(status_schema, dict) and "status" in obj:
+                causes += _validation.schema_causes(obj["status"], status_schema)
+        elif rt.is_custom:
             causes += _validation.schema_causes(obj, self._schema(rt))
         if causes:
             if name is None:
                 name = str(_meta(obj).get("name") or "")
             raise StoreError(_status.invalid(rt.kind, _invalid_group(rt), name, causes))
 
-    def _name_causes(self, rt: ResourceType, name: str) -> list[JSON]:
+    def _name_causes(self, rt: ResourceType, name: str, generate_name: str = "") -> list[JSON]:
         if not name:
             return [_status.cause("FieldValueRequired",
                                   "Required value: name or generateName is required",
@@ -232,13 +261,22 @@ class Registry:
                 return [_status.cause("FieldValueInvalid", f'Invalid value: "{name}": {bad}',
                                       "metadata.name")]
             return []
+        causes = []
+        if generate_name:  # validated as a prefix: a trailing dash counts as a letter
+            causes = self._dns_causes(rt, generate_name[:-1] + "a" if generate_name.endswith(
+                "-") else generate_name, "metadata.generateName", generate_name)
+        return causes + self._dns_causes(rt, name, "metadata.name", name)
+
+    def _dns_causes(self, rt: ResourceType, name: str, field: str, shown: str) -> list[JSON]:
+        """IsDNS1123Label / IsDNS1123Subdomain: the length, then the pattern, one cause each
+        (scenario object-names)."""
         label = rt.plural in _DNS_LABEL_PLURALS
-        pattern = _LABEL if label else _metavalid.SUBDOMAIN
-        ok = pattern.fullmatch(name) and len(name) <= (63 if label else 253)
-        if not ok:
-            msg = f'Invalid value: "{name}": ' + (_LABEL_MSG if label else _metavalid.SUBDOMAIN_MSG)
-            return [_status.cause("FieldValueInvalid", msg, "metadata.name")]
-        return []
+        limit = 63 if label else 253
+        errors = [f"must be no more than {limit} characters"] if len(name) > limit else []
+        if not (_LABEL if label else _metavalid.SUBDOMAIN).fullmatch(name):
+            errors.append(_LABEL_MSG if label else _metavalid.SUBDOMAIN_MSG)
+        return [_status.cause("FieldValueInvalid", f'Invalid value: "{shown}": {e}', field)
+                for e in errors]
 
     def _check_namespace(self, rt: ResourceType, namespace: str, obj: JSON, name: str) -> None:
         meta = _meta(obj)
@@ -327,6 +365,7 @@ class Registry:
             meta["generation"] = 1
         if rt.has_status and rt.key != ("", "namespaces"):
             obj.pop("status", None)
+        _configdata.prepare(rt, obj)
         if self.admit is not None:  # the policy-based storage checks before validation
             self.admit(rt, namespace, obj, None)
         self._validate(rt, obj, name)
@@ -392,6 +431,10 @@ class Registry:
         self._check_namespace(rt, namespace, obj, name)
         old = self.store.get(rt, namespace, name)
         expected = str(_meta(obj).get("resourceVersion") or "")
+        if rt.is_custom and not expected:  # no unconditional update (crd-status-subresource)
+            raise StoreError(_status.invalid(rt.plural, rt.group, name, [_status.cause(
+                "FieldValueInvalid", "Invalid value: 0x0: must be specified for an update",
+                "metadata.resourceVersion")]))
         return self._commit(rt, old, obj, manager=manager, subresource=subresource,
                             expected_rv=expected, dry_run=dry_run)
 
@@ -441,6 +484,7 @@ class Registry:
             if rt.key == ("", "services"):
                 _services.defaults(new)
                 _services.carry_over(new, old)
+            _configdata.prepare(rt, new)
         new["kind"], new["apiVersion"] = rt.kind, rt.group_version
         new_meta = _meta(new)
         if not fields_done:
@@ -456,7 +500,9 @@ class Registry:
                 # kube-apiserver 1.28 lists this cause twice (file 159)
                 raise StoreError(_status.invalid(
                     rt.kind, _invalid_group(rt), old_meta["name"], [cause, dict(cause)]))
-        if rt.has_generation and _spec_part(new) != _spec_part(old):
+        if fields_done:
+            _structural.default(new, self._schema(rt))
+        if rt.has_generation and _generation_part(rt, new) != _generation_part(rt, old):
             new_meta["generation"] = int(old_meta.get("generation") or 0) + 1
         if not fields_done:
             _fields.record_update(old, new, manager=manager, api_version=rt.group_version,
@@ -471,7 +517,7 @@ class Registry:
         if expected_rv and expected_rv != old_meta.get("resourceVersion"):
             raise StoreError(_status.conflict(rt.plural, rt.group, old_meta["name"],
                                               _status.STALE))
-        self._validate(rt, new, None, old)
+        self._validate(rt, new, None, old, subresource)
         if _comparable(new) == _comparable(old) or dry_run:
             return present(new if dry_run else old, rt)
         ns, name = obj_key(old)
@@ -508,6 +554,12 @@ class Registry:
             return self._apply(rt, namespace, name, body, manager=manager,
                                subresource=subresource, force=force, dry_run=dry_run,
                                check=check)
+        shape = {"merge": (dict, "map[string]interface {}"),
+                 "json": (list, "[]handlers.jsonPatchOp")}.get(patch_type)
+        if shape is not None and body is not None and not isinstance(body, shape[0]):
+            raise StoreError(_status.bad_request(  # patch-errors, json-patch
+                f"error decoding patch: json: cannot unmarshal {_metavalid.json_type(body)} "
+                f"into Go value of type {shape[1]}"))
         old = self.store.get(rt, namespace, name)
         view = _events.view_of(rt, old)  # a patch is written against the served form
         try:
@@ -537,6 +589,8 @@ class Registry:
         elif wrong is None:
             wrong = _gotypes.decode_error(new, rt)
         if wrong is not None:  # the patched object does not decode: 422 on "patch"
+            if patch_type == "merge":  # json-patch's document: its top-level keys sorted
+                new = dict(sorted(new.items()))
             patched = json.dumps(json.dumps(new, separators=(",", ":"), ensure_ascii=False),
                                  ensure_ascii=False)
             raise _patch_invalid(patched, wrong)
@@ -571,8 +625,17 @@ class Registry:
         dry_run: bool,
         check: FieldCheck | None = None,
     ) -> tuple[JSON, int]:
+        if isinstance(config, dict):  # an apply names its type itself (ssa-invalid)
+            kind, api_version = str(config.get("kind") or ""), str(config.get("apiVersion") or "")
+            if kind != rt.kind or api_version != rt.group_version:
+                group, _, version = api_version.rpartition("/")
+                raise StoreError(_status.bad_request(
+                    f"invalid object type: {group}/{version}, Kind={kind}"))
+            meta = config.get("metadata")
+            if isinstance(meta, dict) and meta.get("managedFields"):
+                raise StoreError(_status.bad_request("metadata.managedFields must be nil"))
         config = self._check_body(rt, config, ints=False)
-        self._decode(rt, config, check, whole_body=False)
+        self._decode(rt, config, check, whole_body=False, defaults=False)
         cmeta = _meta(config)
         if cmeta.get("name") and cmeta["name"] != name:
             raise StoreError(_status.bad_request(
@@ -653,7 +716,9 @@ class Registry:
         new = clone(old)
         nmeta = new["metadata"]
         nmeta["deletionTimestamp"] = self.now()
-        if nmeta.get("generation") and not is_crd:  # markAsDeleting: controllers must notice
+        if nmeta.get("generation") and not is_crd:
+            # markAsDeleting: an object its finalizers keep is a new generation (conformance
+            # crd-generation); a CRD's own deletion does not bump it (file 154)
             nmeta["generation"] = int(nmeta["generation"]) + 1
         if is_crd:
             finalizers.append(CRD_FINALIZER)

@@ -68,6 +68,8 @@ def _needs_cluster_ip(spec: JSON) -> bool:
 def defaults(obj: JSON) -> None:
     """SetDefaults_Service (decode time): in place."""
     spec = _spec(obj)
+    for key in [k for k, v in spec.items() if v is None]:
+        del spec[key]  # Go decodes null into the zero value, which omitempty leaves out
     spec.setdefault("type", "ClusterIP")
     spec.setdefault("sessionAffinity", "None")
     if spec.get("sessionAffinity") == "ClientIP":

@@ -22,6 +22,7 @@ from typing import Any, TypeAlias
 
 from watchkeeper_sim import status as _status
 from watchkeeper_sim.model import JSON, ResourceType
+from watchkeeper_sim.storage import structural as _structural
 from watchkeeper_sim.storage.store import StoreError
 
 # A known structure: dict = struct with these fields, [spec] = list of spec, None = open.
@@ -146,8 +147,12 @@ def _preserves(schema: JSON) -> bool:
     return bool(schema.get("x-kubernetes-preserve-unknown-fields"))
 
 
-def _prune(value: Any, schema: JSON, path: str, out: list[str], root: bool = False) -> None:
-    """apiextensions' structural pruning: drop fields the schema does not specify."""
+def _prune(value: Any, schema: JSON, path: str, out: list[str], root: bool = False,
+           late: list[str] | None = None) -> None:
+    """apiextensions' structural pruning: drop fields the schema does not specify. An
+    embedded resource's metadata is pruned to ObjectMeta too, reported in ``late`` (after
+    the others, crd-pruning)."""
+    late = out if late is None else late
     if isinstance(value, dict):
         props = schema.get("properties")
         extra = schema.get("additionalProperties")
@@ -156,8 +161,8 @@ def _prune(value: Any, schema: JSON, path: str, out: list[str], root: bool = Fal
             if keep_meta and key in ("apiVersion", "kind"):
                 continue
             if keep_meta and key == "metadata":
-                if root:
-                    _drop_unknown(value[key], OBJECT_META, "metadata", out)
+                _drop_unknown(value[key], OBJECT_META, _join(path, "metadata"),
+                              out if root else late)
                 continue
             if isinstance(props, dict) and key in props:
                 sub = props[key]
@@ -170,10 +175,10 @@ def _prune(value: Any, schema: JSON, path: str, out: list[str], root: bool = Fal
                 del value[key]
                 continue
             if isinstance(sub, dict):
-                _prune(value[key], sub, _join(path, key), out)
+                _prune(value[key], sub, _join(path, key), out, late=late)
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
         for i, item in enumerate(value):
-            _prune(item, schema["items"], f"{path}[{i}]", out)
+            _prune(item, schema["items"], f"{path}[{i}]", out, late=late)
 
 
 # JSON numbers the apiserver decodes to an int64, or to a float64 that kube-openapi still
@@ -231,6 +236,7 @@ def _validate(value: Any, schema: JSON, path: str, causes: list[JSON]) -> None:
             "FieldValueTypeInvalid",
             f'Invalid value: "{got}": {path} in body must be of type {want}: "{got}"', path))
         return
+    causes += _structural.value_causes(value, schema, path)
     enum = schema.get("enum")
     if isinstance(enum, list) and value not in enum:
         allowed = ", ".join(json.dumps(e if isinstance(e, str) else _go_value(e)) for e in enum)
@@ -314,14 +320,19 @@ def crd_schema(crd: JSON | None, version: str) -> JSON | None:
 def drop_unknown(rt: ResourceType, obj: JSON, schema: JSON | None) -> list[str]:
     """Remove unknown fields from ``obj`` in place; their paths, as the apiserver names them.
 
-    Custom resources report sorted paths (148: "extra" before "spec.shape"); built-ins report
-    in the order the decoder met them (112).
+    Custom resources report sorted paths (148: "extra" before "spec.shape"), then those in
+    embedded resources' metadata; built-ins report in the order the decoder met them (112).
+    A custom resource's numbers are read as Go reads them, and its nulls of non-nullable
+    fields go (structural.py).
     """
     out: list[str] = []
     if rt.is_custom:
+        late: list[str] = []
+        _structural.go_numbers(obj)
         if schema is not None:
-            _prune(obj, schema, "", out, root=True)
-        return sorted(out)
+            _prune(obj, schema, "", out, root=True, late=late)
+            _structural.drop_nulls(obj, schema)
+        return sorted(out) + late
     spec = BUILTIN.get((rt.group, rt.kind))
     if spec is not None:
         _drop_unknown(obj, spec, "", out)

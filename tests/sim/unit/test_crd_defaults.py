@@ -1,4 +1,4 @@
-"""Structural defaulting of custom resources (storage/defaulting.py): the answers below are
+"""Structural defaulting of custom resources (storage/structural.py): the answers below are
 kube-apiserver 1.28.7's for the same CRD and requests (recorded 2026-12-05)."""
 
 from __future__ import annotations
