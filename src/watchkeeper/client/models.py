@@ -79,9 +79,16 @@ def from_dict(cls: type[T], obj: dict[str, Any]) -> T:
     result (a Struct with ``dict=True``) for ``to_dict``. Raises ``msgspec.ValidationError``
     naming the field that does not fit."""
     typed = msgspec.convert(obj, cls)
-    if hasattr(typed, "__dict__"):
-        typed.__dict__[_SOURCE] = obj
+    keeps = _KEEPS_SOURCE.get(cls)
+    if keeps is None:
+        config = getattr(cls, "__struct_config__", None)
+        keeps = _KEEPS_SOURCE[cls] = bool(config is not None and config.dict)
+    if keeps:
+        setattr(typed, _SOURCE, obj)
     return typed
+
+
+_KEEPS_SOURCE: dict[type, bool] = {}  # per class: a Struct with dict=True
 
 
 def source_of(typed: object) -> dict[str, Any] | None:
