@@ -77,6 +77,7 @@ from watchkeeper.runtime import run
 from watchkeeper.sharding import Sharding
 from watchkeeper.supervisor import Supervisor, TaskDied
 from watchkeeper.typed import (
+    CONVERSION_ANNOTATION,
     QUANTITY_PATTERN,
     Condition,
     Conditions,
@@ -95,6 +96,8 @@ from watchkeeper.typed import (
     Scale,
     Schema,
     SchemaError,
+    conversion,
+    convert,
     crd,
     crds,
     custom_resource,
@@ -121,6 +124,7 @@ from watchkeeper.watcher import (
 )
 
 __all__ = [
+    "CONVERSION_ANNOTATION",
     "QUANTITY_PATTERN",
     "Action",
     "AlreadyExists",
@@ -210,6 +214,8 @@ __all__ = [
     "Writer",
     "__version__",
     "controller_of",
+    "conversion",
+    "convert",
     "crd",
     "crds",
     "custom_resource",

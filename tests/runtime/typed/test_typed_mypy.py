@@ -9,6 +9,7 @@ import pytest
 from mypy import api as mypy_api
 
 OPERATOR = Path(__file__).with_name("typed_operator.py")
+VERSIONS = Path(__file__).with_name("versions.py")
 
 PLANTED = {
     "typo in a spec field": (
@@ -44,6 +45,22 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_typed_operator_passes_mypy_strict(cache: Path) -> None:
     out, status = _mypy(OPERATOR, cache)
     assert status == 0, out
+
+
+def test_the_versions_and_their_conversions_pass_mypy_strict(cache: Path) -> None:
+    out, status = _mypy(VERSIONS, cache)
+    assert status == 0, out
+
+
+def test_a_conversion_returning_another_version_fails(cache: Path, tmp_path: Path) -> None:
+    planted = tmp_path / "planted_versions.py"
+    planted.write_text(VERSIONS.read_text() + (
+        "\n\n@wk.conversion(SiteV1alpha1, SiteV1)\n"
+        "def wrong(old: SiteV1alpha1) -> SiteV1beta1:\n"
+        "    return SiteV1beta1(spec=SpecV1beta1(image=old.spec.image))\n"))
+    out, status = _mypy(planted, cache)
+    assert status == 1 and out.count(": error:") == 1, out
+    assert "SiteV1beta1" in out and "SiteV1" in out, out
 
 
 @pytest.mark.parametrize("case", list(PLANTED))
