@@ -3,7 +3,7 @@
 The public API is what this module exports; everything else is private.
 """
 
-from watchkeeper import meta
+from watchkeeper import k8s, meta
 from watchkeeper._version import __version__
 from watchkeeper.backoff import (
     Backoff,
@@ -222,6 +222,7 @@ __all__ = [
     "finalizer",
     "from_dict",
     "install_crds",
+    "k8s",
     "meta",
     "openapi_schema",
     "owner_reference",

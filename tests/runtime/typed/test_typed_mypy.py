@@ -24,6 +24,11 @@ PLANTED = {
         "async def bad(client: wk.Client) -> None:\n"
         "    ctl, _ = controller(client)\n    await ctl.run(other)\n",
         'Argument 1 to "run" of "TypedController" has incompatible type'),
+    "a built-in kind's field": (
+        "\n\ndef bad(site: Site) -> wk.k8s.DeploymentSpec:\n"
+        "    return wk.k8s.DeploymentSpec(replicas='2', selector=wk.k8s.LabelSelector(),\n"
+        "                                 template=wk.k8s.PodTemplateSpec())\n",
+        'Argument "replicas" to "DeploymentSpec" has incompatible type "str"'),
     "a typed get": (
         "\n\nasync def bad(api: wk.TypedApi[Site]) -> NarrowSite:\n"
         "    return await api.get('x')\n",
