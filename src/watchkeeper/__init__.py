@@ -3,7 +3,10 @@
 The public API is what this module exports; everything else is private.
 """
 
-from watchkeeper import k8s, meta
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from watchkeeper import meta
 from watchkeeper._version import __version__
 from watchkeeper.backoff import (
     Backoff,
@@ -122,6 +125,18 @@ from watchkeeper.watcher import (
     WatchState,
     watcher,
 )
+
+if TYPE_CHECKING:
+    from watchkeeper import k8s
+
+
+def __getattr__(name: str) -> Any:
+    """``wk.k8s`` is imported on first use: its 136 generated classes cost 10-30 ms of
+    import that an operator without built-in kinds need not pay."""
+    if name == "k8s":
+        return importlib.import_module("watchkeeper.k8s")
+    raise AttributeError(f"module 'watchkeeper' has no attribute {name!r}")
+
 
 __all__ = [
     "CONVERSION_ANNOTATION",
