@@ -109,11 +109,18 @@ def to_dict(typed: object) -> dict[str, Any]:
     return out
 
 
+def _copy(value: Any) -> Any:
+    if isinstance(value, (dict, list)):
+        return msgspec.json.decode(msgspec.json.encode(value))
+    return value
+
+
 def _merge_unknown(out: dict[str, Any], source: dict[str, Any], cls: type) -> None:
     known = _fields(cls)
     for key, value in source.items():
         if key not in known:
-            out.setdefault(key, value)
+            if key not in out:  # a copy: the source may be a cached object, never changed
+                out[key] = _copy(value)
             continue
         inner = known[key]
         if inner is not None and isinstance(value, dict) and isinstance(out.get(key), dict):

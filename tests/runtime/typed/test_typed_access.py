@@ -121,6 +121,9 @@ def test_unknown_fields_round_trip_at_every_depth() -> None:
     assert out["metadata"]["ownerReferences"] == [
         {"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u"}]
     assert sent["spec"]["replicas"] == 2  # the source is never changed
+    out["extra"]["a"] = 2
+    out["metadata"]["futureField"]["k"] = "changed"
+    assert sent["extra"] == {"a": 1} and sent["metadata"]["futureField"] == {"k": "v"}
     fresh = new_site("f", "i")
     assert wk.to_dict(fresh)["metadata"] == {"name": "f", "namespace": NS}
 
