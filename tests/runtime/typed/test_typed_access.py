@@ -220,3 +220,29 @@ async def test_an_object_the_class_refuses_fails_its_reconcile(client: wk.Client
         await task
     assert calls == [] and isinstance(errors[0], msgspec.ValidationError)
     assert "must" in str(errors[0])
+
+
+async def test_the_operator_for_wk_run_reconciles_typed_objects(client: wk.Client) -> None:
+    """``ctl.operator(reconcile)`` is what ``wk.run`` takes: its reconcile gets the cached
+    dict and calls the typed function, async or not, with the object as a ``Site``."""
+    sites = client.api(Site, namespace=NS)
+    ctl = wk.TypedController(sites)
+    got: list[tuple[str, Site]] = []
+
+    def sync(site: Site, ctx: Any) -> wk.Action:
+        got.append(("sync", site))
+        return wk.Action.requeue(5)
+
+    async def coro(site: Site, ctx: Any) -> wk.Action:
+        got.append(("async", site))
+        return wk.Action.await_change()
+
+    obj = wk.to_dict(new_site("o", "nginx:1.25"))
+    for fn in (sync, coro):
+        op = ctl.operator(fn, context="ctx")
+        assert op.controller is ctl.controller and op.context == "ctx"
+        result = op.reconcile(obj, op.context)
+        action = await result if asyncio.iscoroutine(result) else result
+        assert action in (wk.Action.requeue(5), wk.Action.await_change())
+    assert [(kind, type(s), s.spec.image) for kind, s in got] == [
+        ("sync", Site, "nginx:1.25"), ("async", Site, "nginx:1.25")]
