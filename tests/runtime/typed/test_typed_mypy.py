@@ -3,6 +3,7 @@ same module with a planted type error fails, naming it."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,8 +38,12 @@ PLANTED = {
 
 
 def _mypy(path: Path, cache: Path) -> tuple[str, int]:
-    out, err, status = mypy_api.run(["--strict", "--no-error-summary", "--cache-dir",
-                                     str(cache), str(path)])
+    limit = sys.getrecursionlimit()  # mypy raises it for the whole process: put it back,
+    try:  # tests of deep-nesting limits (test_config_hostile) run in this process too
+        out, err, status = mypy_api.run(["--strict", "--no-error-summary", "--cache-dir",
+                                         str(cache), str(path)])
+    finally:
+        sys.setrecursionlimit(limit)
     return out + err, status
 
 
