@@ -7,6 +7,9 @@ object has been handled once:
 * ``watchkeeper``: ``wk.Controller(api, ControllerConfig(concurrency=4))`` with a no-op
   reconcile returning ``Action.await_change()``. Timed from ``Controller.run`` (it
   discovers the resource, lists, watches) to the N-th distinct object reconciled.
+* ``watchkeeper-typed``: the same with a typed reconcile: ``wk.TypedController`` over
+  ``wk.TypedApi(api, ConfigMap)`` (``ConfigMap``: a ``msgspec.Struct`` with a
+  ``wk.ObjectMeta``, below), so each reconcile first converts the cached dict into one.
 * ``kopf-event``: a kopf operator (embedded, ``kopf.operator(standalone=True)``) with a no-op
   ``@kopf.on.event``: kopf delivers every object of its initial list as an event, and an
   event handler keeps no state, so kopf writes nothing back. Posting of k8s Events is off.
@@ -53,6 +56,7 @@ NAMESPACE = "ctrl"
 
 CLIENTS: dict[str, str] = {
     "watchkeeper": "watchkeeper Controller, concurrency 4, no-op reconcile",
+    "watchkeeper-typed": "watchkeeper TypedController, concurrency 4, no-op typed reconcile",
     "kopf-event": "kopf operator, no-op @kopf.on.event",
     "kopf-create": "kopf operator, no-op @kopf.on.create + @kopf.on.resume",
     "store-memory": "watchkeeper Store (reflector + watcher), tracemalloc",
@@ -65,7 +69,16 @@ EXTRA: dict[str, Any] = {}
 
 
 def _c_watchkeeper(a: argparse.Namespace, m: Meter) -> int:
+    return _watchkeeper(a, m, typed=False)
+
+
+def _c_watchkeeper_typed(a: argparse.Namespace, m: Meter) -> int:
+    return _watchkeeper(a, m, typed=True)
+
+
+def _watchkeeper(a: argparse.Namespace, m: Meter, *, typed: bool) -> int:
     import watchkeeper as wk
+    from benchmarks._typed_configmap import ConfigMap
 
     seen: set[str] = set()
     calls = 0
@@ -85,13 +98,34 @@ def _c_watchkeeper(a: argparse.Namespace, m: Meter) -> int:
             stop.set()
         return wk.Action.await_change()
 
+    async def reconcile_typed(obj: ConfigMap, ctx: Any) -> wk.Action:
+        nonlocal calls
+        if not calls:
+            EXTRA["first_s"] = time.perf_counter() - m.wall0
+        calls += 1
+        task = id(asyncio.current_task())
+        workers[task] = workers.get(task, 0) + 1
+        seen.add(obj.metadata.name or "")
+        if len(seen) >= a.objects and not stop.is_set():
+            m.stop()
+            stop.set()
+        return wk.Action.await_change()
+
     async def main() -> None:
         async with wk.Client(wk.ClientConfig.from_kubeconfig(a.kubeconfig)) as client:
             api = client.api("configmaps", namespace=a.namespace)
-            ctrl = wk.Controller(api, wk.ControllerConfig(handle_signals=False, concurrency=4))
-            m.start()
-            async with asyncio.timeout(a.timeout):
-                await ctrl.run(reconcile, stop=stop)
+            config = wk.ControllerConfig(handle_signals=False, concurrency=4)
+            if typed:
+                tctrl = wk.TypedController(wk.TypedApi(api, ConfigMap), config)
+                ctrl = tctrl.controller
+                m.start()
+                async with asyncio.timeout(a.timeout):
+                    await tctrl.run(reconcile_typed, stop=stop)
+            else:
+                ctrl = wk.Controller(api, config)
+                m.start()
+                async with asyncio.timeout(a.timeout):
+                    await ctrl.run(reconcile, stop=stop)
             EXTRA["results"] = dict(ctrl.results)
 
     asyncio.run(main())
@@ -237,12 +271,14 @@ def _c_store_memory(a: argparse.Namespace, m: Meter) -> int:
 
 RUNNERS = {
     "watchkeeper": _c_watchkeeper,
+    "watchkeeper-typed": _c_watchkeeper_typed,
     "kopf-event": _c_kopf,
     "kopf-create": _c_kopf,
     "store-memory": _c_store_memory,
 }
 IMPORTS = {
     "watchkeeper": ["watchkeeper"],
+    "watchkeeper-typed": ["watchkeeper", "benchmarks._typed_configmap"],
     "kopf-event": ["kopf"],
     "kopf-create": ["kopf"],
     "store-memory": ["watchkeeper", "msgspec"],

@@ -3,5 +3,8 @@
 from watchkeeper.cache.reflector import reflector
 from watchkeeper.cache.shared import SharedWatches, Subscription, WatchHandle
 from watchkeeper.cache.store import Store, Writer
+from watchkeeper.cache.typed import TypedStore
 
-__all__ = ["SharedWatches", "Store", "Subscription", "WatchHandle", "Writer", "reflector"]
+__all__ = [
+    "SharedWatches", "Store", "Subscription", "TypedStore", "WatchHandle", "Writer", "reflector",
+]

@@ -19,9 +19,11 @@ from watchkeeper.client.errors import (
     TooManyRequests,
     Unauthorized,
 )
+from watchkeeper.client.models import ObjectMeta, OwnerReference, from_dict, to_dict
 from watchkeeper.client.resource import BUILTINS, Resource, UnknownResource
 from watchkeeper.client.stream import WatchStream
 from watchkeeper.client.transport import Timeouts
+from watchkeeper.client.typed_api import Identified, TypedApi
 
 __all__ = [
     "BUILTINS",
@@ -36,18 +38,24 @@ __all__ = [
     "ConnectionFailed",
     "Forbidden",
     "Gone",
+    "Identified",
     "Impersonation",
     "Invalid",
     "InvalidResponse",
     "NotFound",
     "ObjectList",
+    "ObjectMeta",
+    "OwnerReference",
     "RawEvent",
     "Resource",
     "ServerError",
     "Timeout",
     "Timeouts",
     "TooManyRequests",
+    "TypedApi",
     "Unauthorized",
     "UnknownResource",
     "WatchStream",
+    "from_dict",
+    "to_dict",
 ]

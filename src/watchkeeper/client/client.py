@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from types import TracebackType
+from typing import TypeVar, overload
 
 from watchkeeper.client.api import DEFAULT_MAX_EVENT_BYTES, Api
 from watchkeeper.client.circuit import Circuit
@@ -11,8 +12,10 @@ from watchkeeper.client.discovery import Discovery
 from watchkeeper.client.resource import Resource, parse_spec
 from watchkeeper.client.server_warnings import WarningHandler
 from watchkeeper.client.transport import Timeouts, Transport
+from watchkeeper.client.typed_api import Identified, TypedApi
 
 _DEFAULT = object()
+_T = TypeVar("_T", bound=Identified)
 
 
 class Client:
@@ -65,10 +68,23 @@ class Client:
     def default_namespace(self) -> str:
         return self.config.namespace
 
-    def api(self, resource: Resource | str, namespace: str | object | None = _DEFAULT) -> Api:
+    @overload
+    def api(self, resource: Resource | str, namespace: str | object | None = _DEFAULT) -> Api: ...
+
+    @overload
+    def api(self, resource: type[_T], namespace: str | object | None = _DEFAULT) -> TypedApi[_T]:
+        ...
+
+    def api(
+        self, resource: Resource | str | type[_T], namespace: str | object | None = _DEFAULT
+    ) -> Api | TypedApi[_T]:
         """An ``Api`` for ``resource`` (a Resource, "configmaps", "deployments.apps", a CRD's
         "widgets.example.com"...). ``namespace=None`` means all namespaces; omitted, the
-        kubeconfig context's namespace."""
+        kubeconfig context's namespace. Given a class with an ``identity()`` (a
+        ``wk.CustomResource``), a ``TypedApi`` whose objects are instances of it."""
+        if isinstance(resource, type):
+            typed = self.api(resource.identity().resource, namespace)
+            return TypedApi(typed, resource)
         if isinstance(resource, str):
             parse_spec(resource)  # a malformed name is the caller's bug: fail now, not later
         ns = self.config.namespace if namespace is _DEFAULT else namespace

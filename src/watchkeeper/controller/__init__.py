@@ -26,6 +26,7 @@ from watchkeeper.controller.owners import (
 from watchkeeper.controller.recorder import Recorder
 from watchkeeper.controller.sharded import ShardScope
 from watchkeeper.controller.triggers import owner_mapper
+from watchkeeper.controller.typed import TypedController, TypedReconcile
 
 __all__ = [
     "Action",
@@ -40,6 +41,8 @@ __all__ = [
     "Operator",
     "Recorder",
     "ShardScope",
+    "TypedController",
+    "TypedReconcile",
     "controller_of",
     "finalizer",
     "owner_mapper",

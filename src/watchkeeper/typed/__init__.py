@@ -6,8 +6,10 @@ quantities), ``models`` (``Schema``, ``CustomResource``, ``@custom_resource``,
 ``Condition``), ``identity`` (group, names, printer columns, subresources), ``docs``
 (docstrings as descriptions), ``schema`` (a class -> its openAPIV3Schema), ``structural``
 (the API server's rules for that schema), ``crd`` (classes -> CRD manifests), ``install``
-(server-side apply, wait for Established), ``errors``."""
+(server-side apply, wait for Established), ``conversion`` (between versions, in
+Python), ``errors``."""
 
+from watchkeeper.typed.conversion import CONVERSION_ANNOTATION, conversion, convert
 from watchkeeper.typed.crd import crd, crds
 from watchkeeper.typed.errors import CRDNotEstablished, SchemaError
 from watchkeeper.typed.identity import PrinterColumn, ResourceIdentity, Scale
@@ -33,6 +35,7 @@ from watchkeeper.typed.models import (
 from watchkeeper.typed.schema import openapi_schema
 
 __all__ = [
+    "CONVERSION_ANNOTATION",
     "QUANTITY_PATTERN",
     "CRDNotEstablished",
     "Condition",
@@ -51,6 +54,8 @@ __all__ = [
     "Scale",
     "Schema",
     "SchemaError",
+    "conversion",
+    "convert",
     "crd",
     "crds",
     "custom_resource",

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Annotated, Any, ClassVar, Literal, TypeVar
+from typing import Annotated, ClassVar, Literal, TypeVar
 
 import msgspec
 
+from watchkeeper.client.models import ObjectMeta
 from watchkeeper.typed.errors import SchemaError
 from watchkeeper.typed.identity import PrinterColumn, ResourceIdentity, Scale, Scope
 from watchkeeper.typed.markers import ListMap
@@ -31,9 +32,12 @@ class Schema(msgspec.Struct, rename="camel", omit_defaults=True):
     says ``kw_only=True`` (``class Spec(wk.Schema, kw_only=True)``)."""
 
 
-class CustomResource(Schema, kw_only=True):
+class CustomResource(Schema, kw_only=True, dict=True):
     """Base of a custom resource: subclass it, declare ``spec`` and ``status``, and
-    decorate the subclass with ``@wk.custom_resource(group=..., version=...)``."""
+    decorate the subclass with ``@wk.custom_resource(group=..., version=...)``.
+
+    ``dict=True``: an object read by a ``TypedApi`` keeps the dict it came from, so a
+    write gives back the fields the class does not declare."""
 
     api_version: str = ""
     """APIVersion defines the versioned schema of this representation of an object.
@@ -45,7 +49,7 @@ class CustomResource(Schema, kw_only=True):
     Servers may infer this from the endpoint the client submits requests to. Cannot be
     updated. In CamelCase. More info:
     https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"""
-    metadata: dict[str, Any] = {}
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     """Standard object's metadata (the API server's ObjectMeta)."""
 
     __wk_identity__: ClassVar[ResourceIdentity | None] = None

@@ -85,8 +85,9 @@ def test_the_example_decodes_what_the_server_returns_and_fills_its_type_meta() -
     assert site.status.conditions[0].last_transition_time.year == 2024  # type: ignore[attr-defined]
     fresh = Website(spec=example.WebsiteSpec(image="nginx:1.25"))  # type: ignore[call-arg]
     assert (fresh.api_version, fresh.kind) == ("example.com/v1", "Website")
+    assert site.metadata.generation == 2 and site.metadata.name == "site"
     assert msgspec.to_builtins(fresh) == {"apiVersion": "example.com/v1", "kind": "Website",
-                                          "spec": {"image": "nginx:1.25"}}
+                                          "metadata": {}, "spec": {"image": "nginx:1.25"}}
     with pytest.raises(msgspec.ValidationError, match=r"<= 10 - at `\$.spec.replicas`"):
         msgspec.convert({**obj, "spec": {"image": "x", "replicas": 11}}, Website)
 
