@@ -39,7 +39,18 @@ class Recorder:
         note: str = "",
         type: Literal["Normal", "Warning"] = "Normal",
         action: str = "Reconcile",
+        api_version: str | None = None,
+        kind: str | None = None,
     ) -> None:
+        """Objects of a LIST of a built-in type (what a controller's cache mostly holds)
+        carry no apiVersion and kind: pass ``api_version`` and ``kind`` for those, or
+        ``kubectl describe`` (which selects Events by the object's kind) does not show it."""
+        api_version = api_version or regarding.get("apiVersion")
+        kind = kind or regarding.get("kind")
+        if not api_version or not kind:
+            log.warning("event %s for %s names no %s (pass api_version= and kind=): kubectl "
+                        "describe will not show it", reason, meta.ref(regarding),
+                        "kind" if api_version else "apiVersion")
         ns = meta.namespace(regarding) or "default"
         key = (meta.uid(regarding) or meta.ref(regarding), type, reason, action, note)
         api = self.client.api("events.k8s.io/v1/events", namespace=ns)
@@ -71,8 +82,8 @@ class Recorder:
                 "note": note[:1024],
                 "type": type,
                 "regarding": {
-                    "apiVersion": regarding.get("apiVersion"),
-                    "kind": regarding.get("kind"),
+                    "apiVersion": api_version,
+                    "kind": kind,
                     "name": meta.name(regarding),
                     "namespace": meta.namespace(regarding),
                     "uid": meta.uid(regarding),

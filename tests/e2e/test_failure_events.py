@@ -1,0 +1,54 @@
+"""A failing reconcile on a real cluster (issue 23 item 6): what `kubectl describe configmap`
+shows is ONE Warning event whose count grows, not one event per attempt. kubectl reads
+core/v1 Events selected by the object's kind, name, namespace and uid, and prints
+``series.count`` as "(x4 over 8s)" (kube-apiserver 1.28 leaves core/v1 ``count`` unset for an
+events.k8s.io/v1 Event: seen, `kubectl describe` still says x4)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import watchkeeper as wk
+
+PATIENCE = 60.0
+
+
+async def test_repeated_failures_show_as_one_warning_with_a_count(
+    client: wk.Client, namespace: str,
+) -> None:
+    api = client.api("configmaps", namespace=namespace)
+    await api.create({"apiVersion": "v1", "kind": "ConfigMap",
+                      "metadata": {"name": "broken", "namespace": namespace}})
+    failures: list[str] = []
+
+    async def reconcile(obj: dict[str, Any], ctx: Any) -> wk.Action:
+        if wk.meta.name(obj) != "broken":  # kube-root-ca.crt is reconciled too
+            return wk.Action.await_change()
+        failures.append(wk.meta.name(obj))
+        raise RuntimeError("quota exceeded")
+
+    stop = asyncio.Event()
+    ctrl = wk.Controller(api, wk.ControllerConfig(handle_signals=False),
+                         recorder=wk.Recorder(client, "watchkeeper.dev/e2e"))
+    task = asyncio.create_task(ctrl.run(reconcile, stop=stop))
+    try:
+        async with asyncio.timeout(PATIENCE):
+            while len(failures) < 4:  # at 0, 1, 3 and 7 s
+                await asyncio.sleep(0.1)
+        await asyncio.sleep(1)  # the last Event update
+    finally:
+        stop.set()
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(task, 60)
+    uid = wk.meta.uid(await api.get("broken"))
+    # what kubectl describe lists: core/v1 Events about the object
+    listed = (await client.api("events", namespace=namespace).list(
+        field_selector=f"involvedObject.kind=ConfigMap,involvedObject.name=broken,"
+                       f"involvedObject.uid={uid}")).items
+    assert len(listed) == 1, listed
+    (event,) = listed
+    assert (event["type"], event["reason"], event["message"]) == (
+        "Warning", "ReconcileFailed", "RuntimeError: quota exceeded")
+    assert event["series"]["count"] == len(failures) >= 4
