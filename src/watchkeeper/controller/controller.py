@@ -305,6 +305,9 @@ class Controller:
                         on_watch_error=on_watch_error, forget=self._forget,
                         failed=self._trigger_failed,
                         hold=self._hold if t.relation == "primary" else None,
+                        own_write=(self.workers.reporter.own_write
+                                   if t.relation == "primary" and self.workers.reporter
+                                   else None),
                     ), restart="backoff", backoff=DefaultBackoff(clock=loop.time))
                 start_workers()
                 if self._handover is not None:

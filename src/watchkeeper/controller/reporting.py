@@ -13,6 +13,7 @@ from typing import Any
 
 from watchkeeper import meta
 from watchkeeper.client import Api, ApiError, Conflict, NotFound
+from watchkeeper.controller.action import ObjectRef
 from watchkeeper.controller.errors import PermanentError
 from watchkeeper.controller.recorder import Recorder
 from watchkeeper.typed.conditions import set_condition
@@ -44,6 +45,19 @@ class Reporter:
 
     def __init__(self, api: Api, recorder: Recorder | None, ready_condition: bool) -> None:
         self.api, self.recorder, self.ready_condition = api, recorder, ready_condition
+        # The resourceVersion each Ready write produced, until its watch event is seen.
+        self.written: dict[ObjectRef, str] = {}
+
+    def own_write(self, obj: JSON) -> bool:
+        """True for the watch event of our own Ready write: not a change to reconcile. It
+        would bring a reconcile at once, past the failure's backoff, and with an error
+        whose text varies (a request id) each failure would write again: a hot loop. The
+        entry goes with the object's next event either way (an event that came before the
+        write's answer was scheduled as usual: one extra reconcile, no loop)."""
+        return self.written.pop(meta.key(obj), None) == meta.resource_version(obj)
+
+    def forget(self, ref: ObjectRef) -> None:
+        self.written.pop(ref, None)
 
     @property
     def active(self) -> bool:
@@ -75,8 +89,10 @@ class Reporter:
         patch = {"metadata": {"resourceVersion": meta.resource_version(obj)},
                  "status": {"conditions": copy["status"]["conditions"]}}
         try:
-            await self.api.patch_status(meta.name(obj), patch, type="merge",
-                                        namespace=meta.namespace(obj))
+            written = await self.api.patch_status(meta.name(obj), patch, type="merge",
+                                                  namespace=meta.namespace(obj))
+            if rv := meta.resource_version(written):
+                self.written[meta.key(obj)] = rv
         except Conflict:
             log.debug("Ready condition of %s not written: the object changed meanwhile",
                       meta.ref(obj))

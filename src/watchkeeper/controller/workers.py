@@ -71,6 +71,8 @@ class Workers:
         """The object is gone: drop its failure backoff and record."""
         self.backoffs.pop(ref, None)
         self.stats.forget(ref)
+        if self.reporter is not None:
+            self.reporter.forget(ref)
 
     async def work(
         self,

@@ -277,3 +277,38 @@ async def test_an_opt_in_info_summary_counts_the_reconciles(
     assert len(summaries) == 4
     assert not any("reconciled " in r.getMessage() for r in caplog.records
                    if r.levelno < logging.INFO)  # DEBUG lines off at INFO
+
+
+@pytest.mark.realtime  # a hot loop would starve virtual time: real time fails in seconds
+async def test_the_ready_write_does_not_reconcile_again(srv: ApiServer) -> None:
+    """The controller's own status write is not a change to reconcile: a success's Ready
+    True costs no second reconcile, and an error whose text changes each time (a request
+    id) keeps to its backoff instead of write, reconcile at once, write... (before: a
+    reconcile after every write, a hot loop on the API server)."""
+    loop = asyncio.get_running_loop()
+    attempts: dict[str, list[float]] = {"ok": [], "flaky": []}
+
+    async def reconcile(obj: dict[str, Any], ctx: Any) -> wk.Action:
+        name = wk.meta.name(obj)
+        attempts[name].append(loop.time())
+        if name == "flaky":
+            raise RuntimeError(f"request {len(attempts[name])} failed")
+        return wk.Action.await_change()
+
+    async with srv.client() as client:
+        await wk.install_crds(client, Gizmo)
+        api = client.api("gizmos.ops.example.com", namespace=NS)
+        for name in attempts:
+            await api.create({"apiVersion": "ops.example.com/v1", "kind": "Gizmo",
+                              "metadata": {"name": name}, "spec": {"size": 1}})
+        task = asyncio.create_task(wk.Controller(api, config(ready_condition=True))
+                                   .run(reconcile))
+        await asyncio.sleep(5)
+        flaky = wk.conditions.find_condition(await api.get("flaky"), "Ready")
+        ok = await api.get("ok")
+        await stop(task)
+    assert wk.conditions.is_true(ok, "Ready")
+    assert len(attempts["ok"]) == 1
+    # 0, 1, 3 s (+ jitter; the next at 7 s): the backoff, each failure's message written
+    assert len(attempts["flaky"]) == 3, attempts["flaky"]
+    assert flaky["message"] == "RuntimeError: request 3 failed"
