@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from typing import Any
 
 import watchkeeper as wk
+
+from .conftest import PREFIX
 
 PATIENCE = 60.0
 
@@ -52,3 +55,69 @@ async def test_repeated_failures_show_as_one_warning_with_a_count(
     assert (event["type"], event["reason"], event["message"]) == (
         "Warning", "ReconcileFailed", "RuntimeError: quota exceeded")
     assert event["series"]["count"] == len(failures) >= 4
+
+
+class GizmoSpec(wk.Schema):
+    size: int = 1
+
+
+class GizmoStatus(wk.Schema, kw_only=True):
+    conditions: wk.Conditions = []
+
+
+async def test_the_ready_condition_on_a_custom_resource(
+    client: wk.Client, namespace: str,
+) -> None:
+    """The Ready condition written with a conditional merge patch of the status subresource
+    (kube-apiserver checks metav1.Condition's schema: reason, times, observedGeneration)."""
+    group = f"{PREFIX}-{uuid.uuid4().hex[:8]}.example.com"
+
+    @wk.custom_resource(group=group, version="v1")
+    class Gizmo(wk.CustomResource):
+        spec: GizmoSpec
+        status: GizmoStatus | None = None
+
+    crds = client.api("customresourcedefinitions.apiextensions.k8s.io")
+    await wk.install_crds(client, Gizmo)
+    stop = asyncio.Event()
+    task: asyncio.Task[None] | None = None
+    try:
+        api = client.api(f"gizmos.{group}", namespace=namespace)
+        await api.create({"apiVersion": f"{group}/v1", "kind": "Gizmo",
+                          "metadata": {"name": "g"}, "spec": {"size": -1}})
+
+        async def reconcile(obj: dict[str, Any], ctx: Any) -> wk.Action:
+            if obj["spec"]["size"] < 0:
+                raise wk.PermanentError("spec.size must be >= 0")
+            return wk.Action.await_change()
+
+        async def ready_becomes(status: str, reason: str) -> dict[str, Any]:
+            async with asyncio.timeout(PATIENCE):
+                while True:
+                    obj = await api.get("g")
+                    cond = wk.conditions.find_condition(obj, "Ready")
+                    if cond and (cond["status"], cond["reason"]) == (status, reason):
+                        return obj
+                    await asyncio.sleep(0.2)
+
+        ctrl = wk.Controller(api, wk.ControllerConfig(handle_signals=False, ready_condition=True),
+                             recorder=wk.Recorder(client, "watchkeeper.dev/e2e"))
+        task = asyncio.create_task(ctrl.run(reconcile, stop=stop))
+        failed = await ready_becomes("False", "ReconcileFailedPermanently")
+        cond = wk.conditions.find_condition(failed, "Ready")
+        assert cond["message"] == "PermanentError: spec.size must be >= 0"
+        assert cond["observedGeneration"] == 1
+        await api.patch("g", {"spec": {"size": 2}})
+        fixed = await ready_becomes("True", "Reconciled")
+        assert wk.conditions.find_condition(fixed, "Ready")["observedGeneration"] == 2
+        listed = (await client.api("events", namespace=namespace).list(
+            field_selector="involvedObject.name=g")).items
+        assert [(e["type"], e["reason"], e["involvedObject"]["kind"]) for e in listed] == [
+            ("Warning", "ReconcileFailedPermanently", "Gizmo")]
+    finally:
+        stop.set()
+        if task is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(task, 60)
+        with contextlib.suppress(wk.NotFound):
+            await crds.delete(f"gizmos.{group}")
