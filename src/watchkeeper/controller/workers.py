@@ -191,7 +191,7 @@ class Workers:
             return Action.await_change()
         delay = self.backoffs.setdefault(ref, object_backoff()).next() or 300.0
         log.warning(
-            "reconcile of %s failed (retry in %.1f s, or at once if it changes): %s",
+            "reconcile of %s failed (retry in %.1f s, or at its next change): %s",
             ref, delay, exc,
             extra={**extra, "retry_in": round(delay, 2)},
         )

@@ -143,7 +143,7 @@ async def test_the_retry_log_says_a_change_reconciles_at_once(
     assert attempts[4] - changed < 0.5  # not the 8 s the backoff had
     messages = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
     assert messages[3].startswith("reconcile of default/flaky failed (retry in ")
-    assert all(m.endswith(" s, or at once if it changes): not yet") for m in messages)
+    assert all(m.endswith(" s, or at its next change): not yet") for m in messages)
 
 
 @pytest.mark.looptime
