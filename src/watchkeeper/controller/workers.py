@@ -145,7 +145,7 @@ class Workers:
             self.stats.failure(ref, now, exc)
             action = self.on_error(ref, obj, exc, error_policy, context)
             if self.reporter is not None:
-                await self.reporter.failed(obj, exc)
+                await self.report(ref, self.reporter.failed(obj, exc))
             return action
         except BaseException:
             self.durations.observe(loop.time() - started)
@@ -157,8 +157,17 @@ class Workers:
                   "wait for a change" if action.requeue_after is None
                   else f"requeue in {action.requeue_after:g} s")
         if self.reporter is not None:
-            await self.reporter.succeeded(obj)
+            await self.report(ref, self.reporter.succeeded(obj))
         return action
+
+    async def report(self, ref: ObjectRef, recording: Awaitable[None]) -> None:
+        """Record an outcome; a bug there is logged, never the reconcile's result (the
+        Reporter already turns API errors into log lines)."""
+        try:
+            await recording
+        except Exception as exc:
+            log.error("could not record the outcome of the reconcile of %s: %s: %s", ref,
+                      type(exc).__name__, exc, exc_info=(type(exc), exc, exc.__traceback__))
 
     def on_error(
         self, ref: ObjectRef, obj: JSON, exc: Exception, error_policy: ErrorPolicy | None,

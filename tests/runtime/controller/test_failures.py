@@ -312,3 +312,36 @@ async def test_the_ready_write_does_not_reconcile_again(srv: ApiServer) -> None:
     # 0, 1, 3 s (+ jitter; the next at 7 s): the backoff, each failure's message written
     assert len(attempts["flaky"]) == 3, attempts["flaky"]
     assert flaky["message"] == "RuntimeError: request 3 failed"
+
+
+@pytest.mark.looptime
+async def test_a_recorder_that_breaks_does_not_take_the_worker_down(
+    srv: ApiServer, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A Recorder subclass whose publish raises (a bug, not an API error): logged, and the
+    reconcile's own result stands (before: the worker crashed and was restarted)."""
+
+    class Broken(wk.Recorder):
+        async def publish(self, regarding: dict[str, Any], **kw: Any) -> None:
+            raise KeyError("bug in my recorder")
+
+    srv.create_object(cm("bad"))
+    attempts: list[str] = []
+
+    async def reconcile(obj: dict[str, Any], ctx: Any) -> wk.Action:
+        attempts.append(wk.meta.name(obj))
+        raise RuntimeError("no")
+
+    caplog.set_level(logging.ERROR, logger="watchkeeper.controller")
+    async with srv.client() as client:
+        ctrl = wk.Controller(client.api("configmaps", namespace=NS), config(concurrency=1),
+                             recorder=Broken(client, "ctl"))
+        task = asyncio.create_task(ctrl.run(reconcile))
+        await eventually(lambda: len(attempts) >= 3)
+        assert ctrl.supervisor is not None
+        workers = [t for t in ctrl.supervisor.statuses() if t.name == "worker 1"]
+        await stop(task)
+    assert [t.restarts for t in workers] == [0]
+    assert ctrl.results["error"] == 3
+    assert any("could not record the outcome of the reconcile of default/bad: KeyError"
+               in r.getMessage() for r in caplog.records)
