@@ -102,8 +102,29 @@ def load_target(target: str) -> Any:
         raise RunError(f"{module_name!r} has no attribute {attr!r}") from None
 
 
+def check_setup(setup: Any, target: str) -> None:
+    """Refuse, before connecting, a target that cannot be called as ``setup(client)``: the
+    user's mistake gets one line, not a TypeError traceback from deep inside ``run``."""
+    usage = "a function that takes a Client and returns a watchkeeper.Operator"
+    if isinstance(setup, wk.Operator):
+        raise RunError(f"{target} is an Operator; TARGET must name {usage} (def setup(client))")
+    if not callable(setup):
+        raise RunError(f"{target} is a {type(setup).__name__}, not {usage}")
+    try:
+        signature = inspect.signature(setup)
+    except (TypeError, ValueError):
+        return  # a builtin or extension callable without one: let the call tell
+    try:
+        signature.bind(None)
+    except TypeError:
+        raise RunError(f"{target}{signature} cannot be called with one argument (the Client); "
+                       f"TARGET must name {usage}") from None
+
+
 async def run(options: RunOptions) -> int:
     setup = load_target(options.target)
+    module_name, _, attr = options.target.partition(":")
+    check_setup(setup, f"{module_name}:{attr or 'setup'}")
     async with await wk.Client.from_env(options.kubeconfig, options.context) as client:
         made = setup(client)
         made = await made if inspect.isawaitable(made) else made

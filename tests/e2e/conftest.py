@@ -2,11 +2,12 @@
 
 WATCHKEEPER_E2E_KUBECONFIG may name several files, ':'-separated like KUBECONFIG, and
 WATCHKEEPER_E2E_CONTEXT picks a context other than the files' current-context (as
-``kubectl --context``). The user needs rights to create namespaces, CRDs, service accounts
-and their tokens, roles, role bindings and leases (cluster-admin on a kind cluster).
+``kubectl --context``); WATCHKEEPER_E2E_PREFIX replaces the ``wk-e2e`` of the namespaces'
+names (on a cluster shared with others, each in their own namespaces). The user needs
+rights to create namespaces, CRDs, service accounts and their tokens, roles, role bindings
+and leases (cluster-admin on a kind cluster).
 
-Each test works in a fresh namespace (``wk-e2e-<random>``, or WATCHKEEPER_E2E_PREFIX +
-<random>) that it deletes afterwards without
+Each test works in a fresh namespace (``wk-e2e-<random>``) that it deletes afterwards without
 waiting: a namespace takes seconds to terminate on a cluster (reference 171: 5.3 s) and no
 later test reuses its name. Everything the suite creates at cluster scope carries the label
 ``watchkeeper.dev/e2e=yes``; after a run that was killed hard,
@@ -27,8 +28,7 @@ from watchkeeper.client.config import load_kubeconfig
 
 KUBECONFIG = os.environ.get("WATCHKEEPER_E2E_KUBECONFIG")
 CONTEXT = os.environ.get("WATCHKEEPER_E2E_CONTEXT") or None
-PREFIX = os.environ.get("WATCHKEEPER_E2E_PREFIX", "wk-e2e-")
-"""Of each test's namespace: on a cluster shared with others, a prefix of your own."""
+PREFIX = os.environ.get("WATCHKEEPER_E2E_PREFIX") or "wk-e2e"
 LABELS = {"watchkeeper.dev/e2e": "yes"}
 # pytest-timeout's thread method ends the whole run without running any finally block or
 # fixture teardown, so an e2e test gets far longer than its own waits (at most a few minutes
@@ -55,7 +55,7 @@ async def client() -> AsyncIterator[wk.Client]:
 
 @pytest.fixture
 async def namespace(client: wk.Client) -> AsyncIterator[str]:
-    name = f"{PREFIX}{uuid.uuid4().hex[:8]}"
+    name = f"{PREFIX}-{uuid.uuid4().hex[:8]}"
     namespaces = client.api("namespaces")
     await namespaces.create({"apiVersion": "v1", "kind": "Namespace",
                              "metadata": {"name": name, "labels": dict(LABELS)}})

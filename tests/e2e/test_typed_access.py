@@ -3,7 +3,7 @@ older class's replace keeps the field it does not know, server-side apply of a t
 owns only what it declares, and a ``TypedController`` reconciles typed objects (the same
 scenarios as tests/runtime/typed/test_typed_access.py on the simulator).
 
-The CRD's group is this run's own (WATCHKEEPER_E2E_PREFIX + random), deleted afterwards."""
+The CRD's group is this run's own (WATCHKEEPER_E2E_PREFIX-random), deleted afterwards."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from .conftest import PREFIX
 
 @pytest.fixture
 async def classes(client: wk.Client) -> AsyncIterator[tuple[type[Site], type[NarrowSite]]]:
-    group = f"{PREFIX}{uuid.uuid4().hex[:8]}.example.com"
+    group = f"{PREFIX}-{uuid.uuid4().hex[:8]}.example.com"
     site, narrow = in_group(Site, group), in_group(NarrowSite, group)
     [crd] = await wk.install_crds(client, site)
     try:

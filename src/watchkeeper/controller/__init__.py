@@ -5,13 +5,13 @@ filter), ``scheduler`` (the queue), ``workers`` (reconcile, error policy, backof
 ``stats`` and ``health`` (counts and the rules), ``leadership`` and ``signals`` (process
 concerns the controller is given), ``sharded`` (a sharded replica's drain),
 ``controller`` (the composition); for reconciles: ``owners``, ``finalizer``,
-``recorder``."""
+``recorder``; ``reporting`` (a reconcile's outcome as Events and the Ready condition)."""
 
 from watchkeeper.controller import predicates
 from watchkeeper.controller.action import Action, ObjectRef
 from watchkeeper.controller.config import ControllerConfig
 from watchkeeper.controller.controller import Controller
-from watchkeeper.controller.errors import ControllerUnhealthy, LeadershipLost
+from watchkeeper.controller.errors import ControllerUnhealthy, LeadershipLost, PermanentError
 from watchkeeper.controller.finalizer import finalizer
 from watchkeeper.controller.health import ControllerHealth
 from watchkeeper.controller.leadership import Elector
@@ -39,6 +39,7 @@ __all__ = [
     "LeadershipLost",
     "ObjectRef",
     "Operator",
+    "PermanentError",
     "Recorder",
     "ShardScope",
     "TypedController",

@@ -19,7 +19,14 @@ class ControllerConfig:
     With an elector (``run(elector=...)``), readiness fails once the elector's attempts to
     reach its lease have failed for longer than ``elector_unready_after`` seconds (None:
     never); past ``max_unhealthy``, ``run()`` raises ``ControllerUnhealthy`` naming
-    "leader election"."""
+    "leader election".
+
+    ``ready_condition``: after each reconcile, set the object's ``Ready`` condition
+    (``Reconciled``, or ``ReconcileFailed``/``ReconcileFailedPermanently`` with the error)
+    with a status patch, only when it changed; the resource needs a status subresource.
+
+    ``summary_interval``: every so many seconds with reconciles, one INFO line counting
+    them (None: only the DEBUG line of each)."""
 
     concurrency: int = 4
     debounce: float = 0.0
@@ -32,6 +39,8 @@ class ControllerConfig:
     failure_window: float | None = 300.0
     failure_min_attempts: int = 5
     elector_unready_after: float | None = 30.0
+    ready_condition: bool = False
+    summary_interval: float | None = None
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -44,7 +53,7 @@ class ControllerConfig:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0 seconds")
         for name in ("max_unhealthy", "reconcile_timeout", "rate_limit", "failure_window",
-                     "elector_unready_after"):
+                     "elector_unready_after", "summary_interval"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"{name} must be > 0 or None, got {value}")

@@ -48,6 +48,8 @@ from watchkeeper.controller.leadership import (
     elector_problems,
 )
 from watchkeeper.controller.predicates import Predicate, PredicateFilter
+from watchkeeper.controller.recorder import Recorder
+from watchkeeper.controller.reporting import Reporter
 from watchkeeper.controller.scheduler import Scheduler
 from watchkeeper.controller.sharded import Drain, ShardScope
 from watchkeeper.controller.signals import (
@@ -111,6 +113,7 @@ class Controller:
         backoff: Backoff | None = None,
         predicate: Predicate | None = None,
         sharding: ShardScope | None = None,
+        recorder: Recorder | None = None,
     ) -> None:
         self.config = config or ControllerConfig()
         self.triggers: list[Trigger] = []
@@ -123,7 +126,11 @@ class Controller:
         self.stats = ReconcileStats(self.config.failure_window, self.config.failure_min_attempts)
         self.results: dict[str, int] = self.stats.results
         self.durations = DurationHistogram()
-        self.workers = Workers(self.stats, self.durations)
+        # A failing reconcile is a Warning Event on its object with a recorder; the Ready
+        # condition with config.ready_condition (controller/reporting.py).
+        reporter = Reporter(api, recorder, self.config.ready_condition)
+        self.workers = Workers(self.stats, self.durations,
+                               reporter if reporter.active else None)
         if self._handover is not None:
             self.workers.held = self._handover.held
         self._supervisor: Supervisor | None = None
@@ -298,6 +305,9 @@ class Controller:
                         on_watch_error=on_watch_error, forget=self._forget,
                         failed=self._trigger_failed,
                         hold=self._hold if t.relation == "primary" else None,
+                        own_write=(self.workers.reporter.own_write
+                                   if t.relation == "primary" and self.workers.reporter
+                                   else None),
                     ), restart="backoff", backoff=DefaultBackoff(clock=loop.time))
                 start_workers()
                 if self._handover is not None:
@@ -309,6 +319,8 @@ class Controller:
                                 if elector else None)
                 if self.config.max_unhealthy is not None:
                     sup.spawn("watchdog", self._watchdog)
+                if self.config.summary_interval is not None:
+                    sup.spawn("summary", self._summary)
                 stopper = sup.spawn("stop signal", stop.wait, forever=False)
                 try:
                     while True:
@@ -334,7 +346,8 @@ class Controller:
                         elector_task = sup.spawn("leader elector", elector.run, forever=False)
                 finally:
                     sup.begin_close()
-                    await sup.cancel(*feeders, "watchdog", "stop signal", "leadership watch")
+                    await sup.cancel(*feeders, "watchdog", "summary", "stop signal",
+                                     "leadership watch")
                     await self._release()  # the watches close now; the stores stay readable
                     scheduler.close()
                     await self.workers.drain(self.config.shutdown_timeout, force)
@@ -378,6 +391,23 @@ class Controller:
         err.__cause__ = exc
         assert self._supervisor is not None
         self._supervisor.fail(err)
+
+    async def _summary(self) -> None:
+        """One INFO line per ``summary_interval`` that saw reconciles: each success is only
+        a DEBUG line, and an operator's log at INFO should still show it is working."""
+        interval = self.config.summary_interval
+        assert interval is not None
+        last = dict(self.stats.results)
+        while True:
+            await asyncio.sleep(interval)
+            now = dict(self.stats.results)
+            done = {k: v - last.get(k, 0) for k, v in now.items()}
+            last = now
+            if any(done.values()):
+                log.info("controller %s: %d reconciled, %d requeued, %d failed in the last "
+                         "%g s; %d objects failing, %d requests pending", self.name,
+                         done["success"], done["requeue"], done["error"], interval,
+                         len(self.stats.failing), self.queue_depth)
 
     async def _watchdog(self) -> None:
         """End the run once a part has not worked for max_unhealthy: a reconcile stuck past

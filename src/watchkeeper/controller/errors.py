@@ -15,3 +15,10 @@ class ControllerUnhealthy(WatchkeeperError):
 
 class LeadershipLost(WatchkeeperError):
     """This replica stopped leading: its reconciles were stopped at once."""
+
+
+class PermanentError(WatchkeeperError):
+    """Raise it from a reconcile when retrying cannot help until the object itself changes
+    (an invalid spec, a reference to something that must be created by hand): no retry is
+    scheduled, the next change to the object (or to anything mapped to it) reconciles it
+    again. Recorded as ``ReconcileFailedPermanently``."""

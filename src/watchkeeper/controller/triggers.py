@@ -113,6 +113,7 @@ async def feed(
     forget: Callable[[ObjectRef], None],
     failed: Callable[[Trigger, BaseException], None],
     hold: Callable[[JSON], bool] | None = None,
+    own_write: Callable[[JSON], bool] | None = None,
 ) -> None:
     """One trigger: follow its shared watch, turn events into reconcile requests (a
     restarted feeder resubscribes: it gets the store's contents as a relist).
@@ -121,7 +122,9 @@ async def feed(
     failure record); a trigger whose watch gave up, or that the server rejected as the
     caller's mistake, is reported to ``failed``, which ends the run. ``hold`` (a sharded
     controller's primary trigger): True when it took the object to hand it over; such an
-    object is not scheduled (and its pending request is dropped)."""
+    object is not scheduled (and its pending request is dropped). ``own_write`` (the
+    primary trigger with a Ready condition): True for the event of the controller's own
+    status write, which is not scheduled."""
     assert trig.shared is not None
     filt = trig.filter
     events: Subscription | None = None
@@ -143,6 +146,8 @@ async def feed(
                         filt.seen(event.obj)
                     elif not filt.changed(event.obj):
                         continue
+                if own_write is not None and isinstance(event, Apply) and own_write(event.obj):
+                    continue
                 if listing is not None and isinstance(event, InitApply):
                     listing.update(dict.fromkeys(trig.refs(event.obj)))
                     continue

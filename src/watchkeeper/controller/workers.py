@@ -17,6 +17,8 @@ from typing import Any
 from watchkeeper.backoff import ExponentialBackoff
 from watchkeeper.cache import Store
 from watchkeeper.controller.action import Action, ObjectRef
+from watchkeeper.controller.errors import PermanentError
+from watchkeeper.controller.reporting import Reporter
 from watchkeeper.controller.scheduler import Scheduler
 from watchkeeper.controller.stats import DurationHistogram, ReconcileStats
 
@@ -53,8 +55,12 @@ class TokenBucket:
 class Workers:
     """The reconcile loop of one controller; ``work`` is one worker's task."""
 
-    def __init__(self, stats: ReconcileStats, durations: DurationHistogram) -> None:
+    def __init__(
+        self, stats: ReconcileStats, durations: DurationHistogram,
+        reporter: Reporter | None = None,
+    ) -> None:
         self.stats, self.durations = stats, durations
+        self.reporter = reporter  # events and the Ready condition, if asked for
         self.inflight: dict[ObjectRef, float] = {}  # ref -> loop time its reconcile started
         self.backoffs: dict[ObjectRef, ExponentialBackoff] = {}
         # Objects a sharded replica is handing over (controller/sharded.py): never started
@@ -65,6 +71,8 @@ class Workers:
         """The object is gone: drop its failure backoff and record."""
         self.backoffs.pop(ref, None)
         self.stats.forget(ref)
+        if self.reporter is not None:
+            self.reporter.forget(ref)
 
     async def work(
         self,
@@ -117,7 +125,8 @@ class Workers:
         error_policy: ErrorPolicy | None,
         context: Any,
     ) -> Action:
-        """Run one reconcile; count it; an error becomes the error policy's Action."""
+        """Run one reconcile; count it; an error becomes the error policy's Action; the
+        outcome is recorded on the object if the controller was asked to."""
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
@@ -134,14 +143,31 @@ class Workers:
             now = loop.time()
             self.durations.observe(now - started)
             self.stats.failure(ref, now, exc)
-            return self.on_error(ref, obj, exc, error_policy, context)
+            action = self.on_error(ref, obj, exc, error_policy, context)
+            if self.reporter is not None:
+                await self.report(ref, self.reporter.failed(obj, exc))
+            return action
         except BaseException:
             self.durations.observe(loop.time() - started)
             raise
         now = loop.time()
         self.durations.observe(now - started)
         self.stats.success(ref, now, outcome)
+        log.debug("reconciled %s in %.3f s (%s)", ref, now - started,
+                  "wait for a change" if action.requeue_after is None
+                  else f"requeue in {action.requeue_after:g} s")
+        if self.reporter is not None:
+            await self.report(ref, self.reporter.succeeded(obj))
         return action
+
+    async def report(self, ref: ObjectRef, recording: Awaitable[None]) -> None:
+        """Record an outcome; a bug there is logged, never the reconcile's result (the
+        Reporter already turns API errors into log lines)."""
+        try:
+            await recording
+        except Exception as exc:
+            log.error("could not record the outcome of the reconcile of %s: %s: %s", ref,
+                      type(exc).__name__, exc, exc_info=(type(exc), exc, exc.__traceback__))
 
     def on_error(
         self, ref: ObjectRef, obj: JSON, exc: Exception, error_policy: ErrorPolicy | None,
@@ -163,13 +189,20 @@ class Workers:
         return action
 
     def default_error_policy(self, ref: ObjectRef, exc: Exception) -> Action:
-        """Per-object jittered backoff, 1 s doubling to 5 min, reset on success."""
+        """Per-object jittered backoff, 1 s doubling to 5 min, reset on success; none for a
+        ``PermanentError``. A change to the object meanwhile reconciles it at once, as in
+        controller-runtime and kube-rs (the change may be the fix), and the log says so."""
+        extra = {"object_namespace": ref.namespace, "object_name": ref.name,
+                 "error_class": type(exc).__name__}
+        if isinstance(exc, PermanentError):
+            log.warning("reconcile of %s failed permanently (no retry until it changes): %s",
+                        ref, exc, extra={**extra, "retry_in": None})
+            return Action.await_change()
         delay = self.backoffs.setdefault(ref, object_backoff()).next() or 300.0
         log.warning(
-            "reconcile of %s failed (retry in %.1f s): %s", ref, delay, exc,
-            extra={"object_namespace": ref.namespace, "object_name": ref.name,
-                   "retry_in": round(delay, 2),
-                   "error_class": type(exc).__name__},
+            "reconcile of %s failed (retry in %.1f s, or at its next change): %s",
+            ref, delay, exc,
+            extra={**extra, "retry_in": round(delay, 2)},
         )
         return Action.requeue(delay)
 

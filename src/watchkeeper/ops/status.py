@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
@@ -124,7 +125,11 @@ async def print_status(url: str) -> int:
         ) as resp:
             body = await resp.json(content_type=None)
     except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-        console.print(f"[red]cannot read {target}: {exc}[/red]")
+        print(f"error: cannot read {target}: {exc or type(exc).__name__}", file=sys.stderr)
+        return 2
+    if not isinstance(body, dict):
+        print(f"error: {target} did not answer with a watchkeeper status (a JSON object)",
+              file=sys.stderr)
         return 2
     render(body, console)
     return 0 if body.get("ready") else 1

@@ -3,12 +3,13 @@ documentation, and its CRD is generated from it.
 
 One job per module: ``markers`` (what Annotated adds: list types, CEL rules, int-or-string,
 quantities), ``models`` (``Schema``, ``CustomResource``, ``@custom_resource``,
-``Condition``), ``identity`` (group, names, printer columns, subresources), ``docs``
-(docstrings as descriptions), ``schema`` (a class -> its openAPIV3Schema), ``structural``
-(the API server's rules for that schema), ``crd`` (classes -> CRD manifests), ``install``
-(server-side apply, wait for Established), ``conversion`` (between versions, in
-Python), ``errors``."""
+``Condition``), ``conditions`` (set and read ``status.conditions``), ``identity`` (group,
+names, printer columns, subresources), ``docs`` (docstrings as descriptions), ``schema``
+(a class -> its openAPIV3Schema), ``structural`` (the API server's rules for that schema),
+``crd`` (classes -> CRD manifests), ``install`` (server-side apply, wait for Established),
+``conversion`` (between versions, in Python), ``errors``."""
 
+from watchkeeper.typed import conditions
 from watchkeeper.typed.conversion import CONVERSION_ANNOTATION, conversion, convert
 from watchkeeper.typed.crd import crd, crds
 from watchkeeper.typed.errors import CRDNotEstablished, SchemaError
@@ -54,6 +55,7 @@ __all__ = [
     "Scale",
     "Schema",
     "SchemaError",
+    "conditions",
     "conversion",
     "convert",
     "crd",

@@ -288,3 +288,41 @@ def test_caller_errors_are_found_through_causes_and_groups() -> None:
     retried = watchkeeper.ServerError("down", code=503)
     assert caller_error(retried) is None  # retriable (the default): not the caller's fault
     assert caller_error(watchkeeper.WatcherUnhealthy("x")) is None
+
+
+# -- the first hour: a TARGET that is not an operator (issue 23 item 7) ------------------
+
+
+@pytest.mark.parametrize(("attr", "source", "expected"), [
+    ("NAME", 'NAME = "configmaps"\n', "op:NAME is a str, not a function that takes a Client"),
+    ("two", "def two(client, extra):\n    pass\n",
+     "op:two(client, extra) cannot be called with one argument (the Client)"),
+    ("none", "def none():\n    pass\n", "op:none() cannot be called with one argument"),
+    ("missing", "", "'op' has no attribute 'missing'"),
+])
+async def test_run_rejects_a_target_that_is_not_an_operator(
+    tmp_path: Path, attr: str, source: str, expected: str,
+) -> None:
+    """One `error:` line naming the target and what it should be, exit 2, no traceback
+    (before: a TypeError traceback from calling a str or a two-argument function)."""
+    (tmp_path / "op.py").write_text(OPERATOR + "\n" + source)
+    async with ApiServer() as srv:
+        kubeconfig = srv.kubeconfig(tmp_path / "kc")
+        code, _, err = await cli("run", f"op:{attr}", "--kubeconfig", kubeconfig,
+                                 "--probe-port", "-1", cwd=tmp_path)
+    line = error_line(err)
+    assert code == 2, err
+    assert expected in line, line
+
+
+async def test_status_errors_start_with_error(tmp_path: Path) -> None:
+    """`watchkeeper status` of a port nobody answers on: one `error:` line on stderr, exit 2
+    (before: a red "cannot read" line on stdout)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, not listening: connection refused
+        code, out, err = await cli("status", f"127.0.0.1:{port}")
+    line = error_line(err)
+    assert code == 2, out + err
+    assert line.startswith(f"error: cannot read http://127.0.0.1:{port}/readyz?verbose")
+    assert out == ""

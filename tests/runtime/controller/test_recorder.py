@@ -140,3 +140,32 @@ async def test_failures_are_logged_not_raised(
     await recorder.publish(target, reason="Reconciled")  # not counted as seen: posted now
     (event,) = await events(client)
     assert "series" not in event
+
+
+async def test_an_idle_series_is_finished_and_memory_is_bounded(
+    world: tuple[ApiServer, wk.Client],
+) -> None:
+    """As client-go: a series idle for 6 min is finished (the next occurrence is a new
+    Event), and at most ``max_series`` are remembered (before: every key for ever)."""
+    srv, client = world
+    target = configmap(srv)
+    now = [1000.0]
+    recorder = wk.Recorder(client, "ctl", clock=lambda: now[0])
+    await recorder.publish(target, reason="Failed", type="Warning")
+    now[0] += 300
+    await recorder.publish(target, reason="Failed", type="Warning")  # within 6 min: counted
+    assert [e["series"]["count"] for e in await events(client)] == [2]
+    now[0] += 361
+    await recorder.publish(target, reason="Failed", type="Warning")  # idle 6 min: a new one
+    counts = sorted((e.get("series") or {}).get("count", 1) for e in await events(client))
+    assert counts == [1, 2]
+    recorder.max_series = 2
+    for reason in ("A", "B", "C"):
+        await recorder.publish(target, reason=reason)
+    assert len(recorder._seen) == 2  # "Failed" and "A" forgotten, least recently used
+    await recorder.publish(target, reason="C")
+    await recorder.publish(target, reason="A")  # forgotten: a new Event, not a count
+    by_reason = sorted((e["reason"], (e.get("series") or {}).get("count", 1))
+                       for e in await events(client))
+    assert by_reason == [("A", 1), ("A", 1), ("B", 1), ("C", 2),
+                         ("Failed", 1), ("Failed", 2)]
