@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -138,18 +137,6 @@ MALFORMED = {
     "error-metadata-list": line("ERROR", {"kind": "Status", "code": 410, "reason": "Expired",
                                           "metadata": ["x"]}),
 }
-
-
-@pytest.fixture
-async def raw() -> AsyncIterator[RawServer]:
-    async with RawServer() as srv:
-        yield srv
-
-
-@pytest.fixture
-async def client(raw: RawServer) -> AsyncIterator[wk.Client]:
-    async with wk.Client(wk.ClientConfig(server=raw.url)) as c:
-        yield c
 
 
 @pytest.mark.parametrize("lazy", [False, True], ids=["eager", "lazy"])

@@ -10,7 +10,6 @@ import asyncio
 import json
 import logging
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -57,18 +56,6 @@ def object_list(*items: str, rv: str = "1", meta: str | None = None) -> bytes:
     meta = meta if meta is not None else f'{{"resourceVersion":"{rv}"}}'
     return f'{{"kind":"ConfigMapList","apiVersion":"v1","metadata":{meta},' \
            f'"items":[{",".join(items)}]}}'.encode()
-
-
-@pytest.fixture
-async def raw() -> AsyncIterator[RawServer]:
-    async with RawServer() as srv:
-        yield srv
-
-
-@pytest.fixture
-async def client(raw: RawServer) -> AsyncIterator[wk.Client]:
-    async with wk.Client(wk.ClientConfig(server=raw.url)) as c:
-        yield c
 
 
 FAST = wk.WatchConfig(max_unhealthy=None, server_timeout=5, idle_timeout=5)

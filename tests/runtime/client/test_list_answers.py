@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -41,18 +40,6 @@ def cm_list(*names: str, rv: str = "5", token: str | None = None) -> bytes:
         meta["continue"] = token
     return json.dumps({"kind": "ConfigMapList", "apiVersion": "v1", "metadata": meta,
                        "items": [cm(n) for n in names]}).encode()
-
-
-@pytest.fixture
-async def raw() -> AsyncIterator[RawServer]:
-    async with RawServer() as srv:
-        yield srv
-
-
-@pytest.fixture
-async def client(raw: RawServer) -> AsyncIterator[wk.Client]:
-    async with wk.Client(wk.ClientConfig(server=raw.url)) as c:
-        yield c
 
 
 NOT_A_LIST = {

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -49,18 +48,6 @@ def redirect(location: str) -> bytes:
 def chunked_200(*lines: bytes) -> bytes:
     return (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
             b"Transfer-Encoding: chunked\r\n\r\n" + b"".join(chunk(x) for x in lines))
-
-
-@pytest.fixture
-async def raw() -> AsyncIterator[RawServer]:
-    async with RawServer() as srv:
-        yield srv
-
-
-@pytest.fixture
-async def client(raw: RawServer) -> AsyncIterator[wk.Client]:
-    async with wk.Client(wk.ClientConfig(server=raw.url)) as c:
-        yield c
 
 
 async def first_events(api: wk.Api, lazy: bool = False) -> list[str]:

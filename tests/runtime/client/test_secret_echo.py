@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus
@@ -40,12 +40,6 @@ def debug_logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
     for name in ("watchkeeper", "aiohttp", "asyncio"):
         caplog.set_level(logging.DEBUG, logger=name)
     return caplog
-
-
-@pytest.fixture
-async def raw() -> AsyncIterator[RawServer]:
-    async with RawServer() as srv:
-        yield srv
 
 
 def authorization(req: Request) -> str:

@@ -17,13 +17,14 @@ import asyncio
 import os
 from typing import Any
 
-import looptime
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import watchkeeper as wk
 from watchkeeper_sim import ApiServer
+
+from ..virtual_time import run_virtual
 
 NS = "default"
 LIST_PATH = f"/api/v1/namespaces/{NS}/configmaps"
@@ -153,14 +154,6 @@ async def scenario(episodes: list[Episode], page_size: int, page_delay: float,
     for name, version in reconciled:
         assert version >= newest.get(name, 0), f"{name} at {version} after {newest[name]}"
         newest[name] = version
-
-
-def run_virtual(coro: Any) -> None:
-    loop = looptime.new_event_loop(start=0.0, noop_cycles=300)  # see tests/conftest.py
-    try:
-        loop.run_until_complete(coro)
-    finally:
-        loop.close()
 
 
 @pytest.mark.timeout(900)  # a failure shrinks for minutes; the pass takes seconds

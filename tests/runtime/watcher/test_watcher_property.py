@@ -13,15 +13,14 @@ with outages of seconds costs milliseconds of wall-clock time.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
-import looptime
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import watchkeeper as wk
 from watchkeeper_sim import ApiServer
 
+from ..virtual_time import run_virtual
 from .conftest import configmap
 
 NAMES = [f"obj{i}" for i in range(6)]
@@ -174,14 +173,6 @@ async def scenario(steps: list[tuple[str, str]], lazy: bool, streaming: bool = F
             later = [t2 for t2, _ in seen[i + 1:]]
             if later:
                 assert later[0] - t >= ev.retry_in - 1e-6, (ev, later[0] - t)
-
-
-def run_virtual(coro: Any) -> None:
-    loop = looptime.new_event_loop(start=0.0, noop_cycles=300)  # see tests/conftest.py
-    try:
-        loop.run_until_complete(coro)
-    finally:
-        loop.close()
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
