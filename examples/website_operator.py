@@ -181,8 +181,7 @@ async def reconcile(site: Website, ctx: Websites) -> wk.Action:
     before = msgspec.to_builtins(site.status) if site.status is not None else None
 
     async def serve(_: dict[str, Any]) -> wk.Action:
-        refused = refusal(site)
-        if refused is not None:
+        if (refused := refusal(site)) is not None:
             observe(site, None, refused)
             await write_status(site, ctx, before)
             raise wk.PermanentError(refused)  # a Warning Event; no retry until it changes
