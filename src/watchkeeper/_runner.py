@@ -80,6 +80,11 @@ def load_target(target: str) -> Any:
         path = Path(module_name)
         if not path.is_file():
             raise RunError(f"no such file: {path}")
+        # As ``python path/to/file.py`` does: its directory first on sys.path, so the
+        # operator imports the modules beside it (examples/website_operator.py, website.py).
+        folder = str(path.resolve().parent)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
         spec = importlib.util.spec_from_file_location(path.stem, path)
         if spec is None or spec.loader is None:
             raise RunError(f"cannot import {path}")

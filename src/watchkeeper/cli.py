@@ -301,7 +301,8 @@ def run_command(
     """Run an operator: TARGET is module:attr or file.py:attr, a function that takes a
     Client and returns a watchkeeper.Operator (or a list of them, run together by
     watchkeeper.run: one signal drains them all). A module is imported with the current
-    directory first on sys.path, as ``python -m`` does.
+    directory first on sys.path, as ``python -m`` does; a file with its own directory
+    first, as ``python file.py`` does (it may import the modules beside it).
 
     Exit status: 0 after SIGTERM, 1 when the controller stops working (max-unhealthy,
     leadership lost), 2 when it cannot start (target, kubeconfig, context, probe port), 3

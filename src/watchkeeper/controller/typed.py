@@ -23,6 +23,7 @@ from watchkeeper.controller.controller import Controller
 from watchkeeper.controller.leadership import Elector
 from watchkeeper.controller.operator import Operator
 from watchkeeper.controller.predicates import Predicate
+from watchkeeper.controller.recorder import Recorder
 from watchkeeper.controller.sharded import ShardScope
 from watchkeeper.controller.triggers import Mapper, WatchErrorHook
 from watchkeeper.controller.workers import ErrorPolicy, Reconcile
@@ -44,7 +45,8 @@ def _untyped(api: Api | TypedApi[Any]) -> Api:
 class TypedController(Generic[T]):
     """``wk.TypedController(client.api(Website)).owns(...).run(reconcile)``: the
     ``Controller`` under it is ``controller`` (health, stats, ``wk.run`` through
-    ``operator()``). An object that does not fit the class fails its reconcile with the
+    ``operator()``; ``recorder`` publishes failure Events, as for a ``Controller``). An
+    object that does not fit the class fails its reconcile with the
     ``msgspec.ValidationError`` (backoff, error policy), as any other failure; the error
     policy receives the object as a dict, since it may be the object that does not fit."""
 
@@ -57,11 +59,13 @@ class TypedController(Generic[T]):
         backoff: Backoff | None = None,
         predicate: Predicate | None = None,
         sharding: ShardScope | None = None,
+        recorder: Recorder | None = None,
     ) -> None:
         self.cls = api.cls
         self.api = api
         self.controller = Controller(api.api, config, watch_config=watch_config,
-                                     backoff=backoff, predicate=predicate, sharding=sharding)
+                                     backoff=backoff, predicate=predicate, sharding=sharding,
+                                     recorder=recorder)
 
     def owns(
         self, child_api: Api | TypedApi[Any], *, watch_config: WatchConfig | None = None,

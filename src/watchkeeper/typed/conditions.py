@@ -31,8 +31,12 @@ def _rfc3339(t: dt.datetime) -> str:
 
 
 def _generation(obj: Any) -> int | None:
+    """``metadata.generation`` of a dict object, or of a typed one (a ``wk.ObjectMeta``)."""
     metadata = obj.get("metadata") if isinstance(obj, dict) else getattr(obj, "metadata", None)
-    generation = metadata.get("generation") if isinstance(metadata, dict) else None
+    if isinstance(metadata, dict):
+        generation = metadata.get("generation")
+    else:
+        generation = getattr(metadata, "generation", None)
     return generation if isinstance(generation, int) else None
 
 

@@ -67,6 +67,16 @@ async def test_prints_the_example_crd_as_yaml() -> None:
                           "kind: CustomResourceDefinition")
 
 
+async def test_a_file_target_imports_the_modules_beside_it(tmp_path: Path) -> None:
+    """examples/website_operator.py imports its resource from website.py beside it: a file
+    target has its own directory first on sys.path, as ``python file.py`` has (before: a
+    ModuleNotFoundError, from any other directory)."""
+    operator = EXAMPLE.with_name("website_operator.py")
+    code, out, err = await cli("crd", f"{operator}:Website", cwd=tmp_path)
+    assert code == 0, err
+    assert list(yaml.safe_load_all(out)) == [wk.crd(Website)]
+
+
 async def test_versions_of_one_resource_make_one_crd(tmp_path: Path) -> None:
     module = tmp_path / "things.py"
     module.write_text(RESOURCES)

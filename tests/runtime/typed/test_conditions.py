@@ -94,6 +94,18 @@ def test_a_typed_resource_gets_wk_condition_values() -> None:
     assert encoded["observedGeneration"] == 2
 
 
+def test_a_typed_resource_read_from_the_server_gets_its_generation() -> None:
+    """An object as a TypedApi or TypedController gives it: metadata is a wk.ObjectMeta,
+    not a dict (before: observedGeneration was left out of every typed condition)."""
+    g = wk.from_dict(Gizmo, {**obj(generation=7), "spec": {}})
+    assert isinstance(g.metadata, wk.ObjectMeta)
+    assert wk.conditions.set_condition(g, "Ready", "True", "Reconciled", now=T0)
+    assert g.status.conditions[0].observed_generation == 7
+    g.metadata.generation = 8  # a new generation is a change
+    assert wk.conditions.set_condition(g, "Ready", "True", "Reconciled", now=T1)
+    assert g.status.conditions[0].observed_generation == 8
+
+
 @pytest.mark.parametrize(("status", "reason"), [
     ("true", "Reconciled"), ("True", ""), ("True", "reconcile failed"), ("True", "1Bad")])
 def test_what_the_api_server_would_refuse_is_refused_here(status: Any, reason: str) -> None:
