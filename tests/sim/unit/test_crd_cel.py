@@ -1,0 +1,163 @@
+"""CRD ``x-kubernetes-validations`` (CEL) rules (storage/celrules.py): each answer below is
+kube-apiserver 1.28.7's for the same CRD and requests (recorded 2026-12-05; the order of
+causes from sibling fields is Go's map order there, so those are compared as sets)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+import watchkeeper as wk
+from watchkeeper_sim import ApiServer
+
+SKIPPED = ('Invalid value: "null": some validation rules were not checked because the object '
+           "was invalid; correct the existing errors to complete validation")
+
+
+def _crd(name: str, kind: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{name}.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+                 "names": {"plural": name, "singular": kind.lower(), "kind": kind},
+                 "versions": [{"name": "v1", "served": True, "storage": True,
+                               "subresources": {"status": {}},
+                               "schema": {"openAPIV3Schema": schema}}]},
+    }
+
+
+def _rule(rule: str, **extra: str) -> dict[str, str]:
+    return {"rule": rule, **extra}
+
+
+CRD = _crd("probes", "Probe", {
+    "type": "object",
+    "x-kubernetes-validations": [_rule("self.metadata.name.startsWith('p')",
+                                       message="root rule")],
+    "properties": {
+        "spec": {"type": "object", "properties": {
+            "a": {"type": "integer"},
+            "tier": {"type": "string", "enum": ["x", "y"]},
+            "short": {"type": "string", "maxLength": 3},
+            "x-y": {"type": "integer"},
+            "in": {"type": "integer"},
+            "ratio": {"type": "number"},
+            "m": {"type": "object", "maxProperties": 3, "additionalProperties": {
+                "type": "string", "maxLength": 5,
+                "x-kubernetes-validations": [_rule("self != 'bad'")]}},
+            "l": {"type": "array", "maxItems": 3, "items": {
+                "type": "string", "maxLength": 5, "x-kubernetes-validations": [
+                    _rule("self != 'bad'", reason="FieldValueDuplicate", message="dup")]}},
+        }, "x-kubernetes-validations": [
+            _rule("self.a <= 2", reason="FieldValueRequired", message="req", fieldPath=".a"),
+            # property names that are not CEL identifiers are escaped
+            _rule("self.x__dash__y == 3 && self.__in__ == 4", message="escaped"),
+            # a number sent as 2 is the double 2.0
+            _rule("self.ratio > 1.0", message="ratio"),
+            # a messageExpression that fails, or gives a line break, falls back
+            _rule("self.a != 2", messageExpression="self.l[5]", message="fallback"),
+            _rule("self.a != 2", messageExpression="self.l[0]"),
+        ]},
+        "status": {"type": "object", "properties": {"s": {
+            "type": "integer", "x-kubernetes-validations": [
+                _rule("self < 10", message="small"),
+                _rule("self >= oldSelf", message="grows")]}}},
+    },
+})
+VALID = {"a": 1, "x-y": 3, "in": 4, "ratio": 1.5}
+
+
+@pytest.fixture
+async def probes(apiserver: ApiServer) -> AsyncIterator[wk.Api]:
+    apiserver.create_object(CRD)
+    async with apiserver.client() as client:
+        yield client.api("probes.example.com", namespace="default")
+
+
+def probe(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "example.com/v1", "kind": "Probe", "metadata": {"name": name},
+            "spec": spec}
+
+
+def causes(err: pytest.ExceptionInfo[wk.Invalid]) -> list[tuple[str, str, str]]:
+    return [(c["field"], c["reason"], c["message"]) for c in err.value.details["causes"]]
+
+
+async def test_rules_run_at_their_nodes_with_their_reasons(probes: wk.Api) -> None:
+    with pytest.raises(wk.Invalid) as err:
+        await probes.create(probe("q1", {"a": 2, "x-y": 3, "in": 4, "ratio": 2,
+                                         "m": {"k": "bad"}, "l": ["x\ny", "bad"]}))
+    got = causes(err)
+    # the root's rule names no field; then the spec's, in order; then its fields'
+    assert got[:3] == [
+        ("<nil>", "FieldValueInvalid", 'Invalid value: "object": root rule'),
+        ("spec", "FieldValueInvalid", 'Invalid value: "object": fallback'),
+        ("spec", "FieldValueInvalid", 'Invalid value: "object": failed rule: self.a != 2')]
+    assert set(got[3:]) == {
+        ("spec.l[1]", "FieldValueDuplicate", 'Duplicate value: "string"'),
+        ("spec.m[k]", "FieldValueInvalid", "Invalid value: \"string\": failed rule: self != 'bad'")}
+
+
+async def test_an_absent_field_is_an_evaluation_error_and_an_enum_does_not_block(
+    probes: wk.Api,
+) -> None:
+    with pytest.raises(wk.Invalid) as err:
+        await probes.create(probe("p2", {"ratio": 2, "tier": "z", "x-y": 3}))
+    spec = 'Invalid value: "object": no such key: '
+    assert causes(err) == [
+        ("spec.tier", "FieldValueNotSupported",
+         'Unsupported value: "z": supported values: "x", "y"'),
+        ("spec", "FieldValueInvalid", spec + "a evaluating rule: req"),
+        ("spec", "FieldValueInvalid", spec + "__in__ evaluating rule: escaped"),
+        ("spec", "FieldValueInvalid", spec + "a evaluating rule: fallback"),
+        ("spec", "FieldValueInvalid", spec + "a evaluating rule: self.a != 2")]
+    # of two errors on both sides of && cel-go reports the left one, cel-rust the right one
+    # (a documented difference, docs/simulator.md)
+
+
+async def test_a_blocking_schema_error_skips_the_rules(probes: wk.Api) -> None:
+    with pytest.raises(wk.Invalid) as err:
+        await probes.create(probe("q3", {**VALID, "short": "toolong"}))
+    assert causes(err) == [
+        ("spec.short", "FieldValueTooLong", "Too long: may not be longer than 3"),
+        ("<nil>", "FieldValueInvalid", SKIPPED)]
+
+
+async def test_a_false_rules_field_path_moves_the_nodes_later_causes(probes: wk.Api) -> None:
+    await probes.create(probe("p1", VALID))
+    with pytest.raises(wk.Invalid) as err:
+        await probes.patch("p1", {"spec": {"ratio": 0.5, "a": 5}})
+    # kube-apiserver 1.28 reports the ratio rule (no fieldPath) at spec.a too
+    assert causes(err) == [
+        ("spec.a", "FieldValueRequired", "Required value: req"),
+        ("spec.a", "FieldValueInvalid", 'Invalid value: "object": ratio')]
+
+
+async def test_status_rules_and_transition_rules(probes: wk.Api) -> None:
+    await probes.create(probe("p1", VALID))
+    # no old value: the transition rule is skipped
+    written = await probes.patch("p1", {"status": {"s": 4}}, subresource="status")
+    assert written["status"] == {"s": 4}
+    for value, message in ((40, "small"), (3, "grows")):
+        with pytest.raises(wk.Invalid) as err:
+            await probes.patch("p1", {"status": {"s": value}}, subresource="status")
+        assert causes(err) == [
+            ("status.s", "FieldValueInvalid", f'Invalid value: "integer": {message}')]
+
+
+async def test_a_kubernetes_library_function_is_a_named_gap(apiserver: ApiServer) -> None:
+    # the simulator only: kube-apiserver has Kubernetes' CEL libraries and accepts this
+    apiserver.create_object(_crd("lists", "List", {"type": "object", "properties": {
+        "spec": {"type": "object", "properties": {"l": {
+            "type": "array", "maxItems": 3, "items": {"type": "integer"},
+            "x-kubernetes-validations": [_rule("self.isSorted()")]}}}}}))
+    async with apiserver.client() as client:
+        lists = client.api("lists.example.com", namespace="default")
+        with pytest.raises(wk.Invalid) as err:
+            await lists.create({"apiVersion": "example.com/v1", "kind": "List",
+                                "metadata": {"name": "l"}, "spec": {"l": [1, 2]}})
+    [(field, reason, message)] = causes(err)
+    assert (field, reason) == ("spec.l", "FieldValueInvalid")
+    assert message.startswith('Invalid value: "array": the simulator cannot evaluate isSorted')
