@@ -12,10 +12,11 @@ crd-cel-rules; tests/e2e/website_cases.py).
 The interpreter is cel-rust (the ``common-expression-language`` package; docs/decisions.md
 says why). It has CEL's standard library; Kubernetes' own libraries (``isSorted``,
 ``indexOf``, ``lowerAscii``, ``url``, ``quantity``, ...) are missing: a rule that calls one
-fails the write with a cause naming the function. Rules are not type-checked against the
-schema (the apiserver refuses a CRD whose rule names an undefined field or costs too much; the
-simulator accepts it, and the rule fails when evaluated), and ``format: date-time`` or
-``duration`` strings stay strings in rules.
+fails the write with a cause naming the function. A CRD whose rule does not parse is
+refused as the apiserver refuses it (``crd_causes``), but rules are not type-checked against
+the schema (the apiserver also refuses a rule that names an undefined field or costs too
+much; the simulator accepts it, and the rule fails when evaluated), and ``format:
+date-time`` or ``duration`` strings stay strings in rules.
 """
 
 from __future__ import annotations
@@ -74,6 +75,75 @@ def causes(schema: JSON | None, obj: JSON, old: JSON | None, earlier: list[JSON]
     out: list[JSON] = []
     _walk("", schema, obj, old, out, root=True)
     return out
+
+
+def crd_causes(crd: JSON) -> list[JSON]:
+    """422 causes for a CRD whose rules or messageExpressions do not parse, worded as
+    kube-apiserver 1.28 words them (cel-rust shares cel-go's grammar and its error text).
+    Only syntax is checked: an undefined field, a non-boolean rule or a costly one, which
+    the apiserver refuses too, is accepted here (docs/simulator.md)."""
+    versions = ((crd.get("spec") or {}).get("versions")) or []
+    schemas = [((v.get("schema") or {}).get("openAPIV3Schema") if isinstance(v, dict) else None)
+               for v in versions]
+    out: list[JSON] = []
+    if schemas and all(s == schemas[0] for s in schemas):
+        # identical schemas are checked once, where the internal version keeps them
+        first = schemas[0]
+        if isinstance(first, dict):
+            _check_schema("spec.validation.openAPIV3Schema", first, out)
+        return out
+    for i, schema in enumerate(schemas):
+        if isinstance(schema, dict):
+            _check_schema(f"spec.versions[{i}].schema.openAPIV3Schema", schema, out)
+    return out
+
+
+def _check_schema(path: str, schema: JSON, out: list[JSON]) -> None:
+    """The nested schemas' rules first, then the node's own (the apiserver's order)."""
+    props = schema.get("properties")
+    props = props if isinstance(props, dict) else {}
+    for key in sorted(props):
+        if isinstance(props[key], dict):
+            _check_schema(f"{path}.properties[{key}]", props[key], out)
+    for key in ("additionalProperties", "items"):
+        if isinstance(schema.get(key), dict):
+            _check_schema(f"{path}.{key}", schema[key], out)
+    rules = schema.get("x-kubernetes-validations")
+    for i, rule in enumerate(rules if isinstance(rules, list) else ()):
+        if not isinstance(rule, dict):
+            continue
+        for key, prefix in (("rule", "compilation failed"),
+                            ("messageExpression", "messageExpression compilation failed")):
+            source = rule.get(key)
+            if not isinstance(source, str) or not source:
+                continue
+            try:
+                _compile(source)
+            except ValueError as exc:
+                out.append(_status.cause(
+                    "FieldValueInvalid",
+                    f"Invalid value: {_go_rule(rule)}: {prefix}: {_go_syntax_error(exc)}",
+                    f"{path}.x-kubernetes-validations[{i}].{key}"))
+
+
+def _go_rule(rule: JSON) -> str:
+    """%#v of an apiextensions.ValidationRule (a set reason is a pointer: its address is
+    the apiserver's, so any stands in)."""
+    reason = ("(*apiextensions.FieldValueErrorReason)(nil)" if not rule.get("reason")
+              else "(*apiextensions.FieldValueErrorReason)(0xc000000000)")
+    fields = [f"{name}:{_status.go_quote(str(rule.get(key) or ''))}"
+              for name, key in (("Rule", "rule"), ("Message", "message"),
+                                ("MessageExpression", "messageExpression"))]
+    return ("apiextensions.ValidationRule{" + ", ".join(fields) + f", Reason:{reason}, "
+            f"FieldPath:{_status.go_quote(str(rule.get('fieldPath') or ''))}" + "}")
+
+
+def _go_syntax_error(exc: ValueError) -> str:
+    """cel-rust's parse error as cel-go prints it: from ``ERROR:``, snippet lines indented."""
+    text = str(exc)
+    start = text.find("ERROR:")
+    text = text[start:] if start >= 0 else text
+    return "\n".join(f" {line}" if line.startswith("|") else line for line in text.split("\n"))
 
 
 def _child(path: str, key: str) -> str:

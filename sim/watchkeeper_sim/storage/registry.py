@@ -246,6 +246,8 @@ class Registry:
             causes += _validation.schema_causes(obj, self._schema(rt))
         if rt.is_custom:  # the rules see the whole object, on /status too
             causes += _celrules.causes(self._schema(rt), obj, old, causes)
+        if rt.key == (CRD_GROUP, "customresourcedefinitions") and subresource != "status":
+            causes += _celrules.crd_causes(obj)
         if causes:
             if name is None:
                 name = str(_meta(obj).get("name") or "")

@@ -161,3 +161,29 @@ async def test_a_kubernetes_library_function_is_a_named_gap(apiserver: ApiServer
     [(field, reason, message)] = causes(err)
     assert (field, reason) == ("spec.l", "FieldValueInvalid")
     assert message.startswith('Invalid value: "array": the simulator cannot evaluate isSorted')
+
+
+async def test_a_crd_whose_rule_does_not_parse_is_refused(apiserver: ApiServer) -> None:
+    bad = _crd("bads", "Bad", {"type": "object", "properties": {"spec": {
+        "type": "object", "properties": {"min": {"type": "integer"}},
+        "x-kubernetes-validations": [
+            _rule("self.min <="), _rule("self.min > 1", messageExpression="'a' +")]}}})
+    expecting = ("Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', "
+                 "'!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, "
+                 "IDENTIFIER}")
+    rules = "spec.validation.openAPIV3Schema.properties[spec].x-kubernetes-validations"
+    async with apiserver.client() as client:
+        crds = client.api("customresourcedefinitions.apiextensions.k8s.io")
+        with pytest.raises(wk.Invalid) as err:
+            await crds.create(bad)
+    assert causes(err) == [
+        (f"{rules}[0].rule", "FieldValueInvalid",
+         'Invalid value: apiextensions.ValidationRule{Rule:"self.min <=", Message:"", '
+         'MessageExpression:"", Reason:(*apiextensions.FieldValueErrorReason)(nil), '
+         'FieldPath:""}: compilation failed: ERROR: <input>:1:12: ' + expecting
+         + "\n | self.min <=\n | ...........^"),
+        (f"{rules}[1].messageExpression", "FieldValueInvalid",
+         'Invalid value: apiextensions.ValidationRule{Rule:"self.min > 1", Message:"", '
+         "MessageExpression:\"'a' +\", Reason:(*apiextensions.FieldValueErrorReason)(nil), "
+         "FieldPath:\"\"}: messageExpression compilation failed: ERROR: <input>:1:6: "
+         + expecting + "\n | 'a' +\n | .....^")]
