@@ -10,13 +10,13 @@ apiserver counts as blocking stops the rules, with one cause saying so (tests/co
 crd-cel-rules; tests/e2e/website_cases.py).
 
 The interpreter is cel-rust (the ``common-expression-language`` package; docs/decisions.md
-says why). It has CEL's standard library; Kubernetes' own libraries (``isSorted``,
-``indexOf``, ``lowerAscii``, ``url``, ``quantity``, ...) are missing: a rule that calls one
-fails the write with a cause naming the function. A CRD whose rule does not parse is
-refused as the apiserver refuses it (``crd_causes``), but rules are not type-checked against
-the schema (the apiserver also refuses a rule that names an undefined field or costs too
-much; the simulator accepts it, and the rule fails when evaluated), and ``format:
-date-time`` or ``duration`` strings stay strings in rules.
+says why). It has CEL's standard library; Kubernetes' strings, lists and regex functions
+come from cellib.py, and the rest (``url``, ``quantity``, ``ip``, ``cidr``) is missing: a
+rule that calls one fails the write with a cause naming the function. A CRD whose rule does
+not parse is refused as the apiserver refuses it (``crd_causes``), but rules are not
+type-checked against the schema (the apiserver also refuses a rule that names an undefined
+field or costs too much; the simulator accepts it, and the rule fails when evaluated), and
+``format: date-time`` or ``duration`` strings stay strings in rules.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from watchkeeper_sim import status as _status
 from watchkeeper_sim.model import JSON
+from watchkeeper_sim.storage import cellib as _cellib
 
 if TYPE_CHECKING:
     import cel
@@ -47,6 +48,7 @@ _RESERVED = frozenset({
 _EXPAND = re.compile(r"__|[^a-zA-Z0-9_]")
 _ESCAPES = {"__": "__underscores__", ".": "__dot__", "-": "__dash__", "/": "__slash__"}
 _FIELD_PATH = re.compile(r"\.([A-Za-z_][A-Za-z0-9_-]*)|\['((?:[^'\\]|\\.)*)'\]|\[(\d+)\]")
+_LIBRARY_ERROR = re.compile(r"CelError: (.*?)\. Check function arguments")
 _UNDEFINED = re.compile(r"Undefined variable or function: '([^']+)'")
 # the apiserver trims an evaluated message and refuses one longer than this (bytes)
 _MAX_MESSAGE = 5 * 1024
@@ -254,7 +256,7 @@ def _evaluate(rule: JSON, this: Any, before: Any,
             return None
         names["oldSelf"] = before
     try:
-        result = program.execute(names)
+        result = program.execute(_context(names))
     except Exception as exc:  # cel raises builtin types (KeyError, ...) for CEL's errors
         return "FieldValueInvalid", _error_message(exc, rule), False
     if result is True:
@@ -270,7 +272,7 @@ def _message_expression(expression: str, names: dict[str, Any]) -> str | None:
     """The evaluated message, or None (the apiserver then uses the rule's message) when it
     fails, is not a string, is blank, too long or spans lines."""
     try:
-        text = _compile(expression).execute(names)
+        text = _compile(expression).execute(_context(names))
     except Exception:  # any failure falls back, as on the apiserver
         return None
     if not isinstance(text, str):
@@ -293,11 +295,21 @@ def _error_message(exc: Exception, rule: JSON) -> str:
     if isinstance(exc, TypeError) and "no such overload" in str(exc).lower():
         return ("'no such overload': call arguments did not match a supported operator, "
                 f"function or macro signature for rule: {text}")
+    library = _LIBRARY_ERROR.search(str(exc))
+    if library is not None:
+        return f"{library.group(1)} evaluating rule: {text}"
     undefined = _UNDEFINED.search(str(exc))
     if undefined is not None:
         return (f"the simulator cannot evaluate {undefined.group(1)}: not in its CEL library "
-                f"(Kubernetes' own CEL libraries are not implemented) evaluating rule: {text}")
+                f"(docs/simulator.md) evaluating rule: {text}")
     return f"{exc} evaluating rule: {text}"
+
+
+def _context(names: dict[str, Any]) -> cel.Context:
+    """The variables, and Kubernetes' library functions cel-rust lacks (cellib.py)."""
+    import cel  # see _compile
+
+    return cel.Context(names, _cellib.FUNCTIONS)
 
 
 @functools.lru_cache(maxsize=1024)
