@@ -61,7 +61,8 @@ def has_rules(schema: JSON | None) -> bool:
         return False
     if schema.get("x-kubernetes-validations"):
         return True
-    subs = list((schema.get("properties") or {}).values())
+    props = schema.get("properties")
+    subs = list(props.values()) if isinstance(props, dict) else []
     subs += [schema.get("items"), schema.get("additionalProperties")]
     return any(has_rules(s) for s in subs if isinstance(s, dict))
 
@@ -248,7 +249,7 @@ def _evaluate(rule: JSON, this: Any, before: Any,
     reason = str(rule.get("reason") or "FieldValueInvalid")
     try:
         program = _compile(str(rule["rule"]))
-    except ValueError as exc:  # the apiserver refuses such a CRD; the simulator accepts it
+    except ValueError as exc:  # crd_causes refuses such a CRD: stored before that check
         return "FieldValueInvalid", f"compilation failed: {exc}", False
     names = {"self": this}
     if "oldSelf" in program.variables():
