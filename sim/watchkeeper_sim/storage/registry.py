@@ -27,6 +27,7 @@ from watchkeeper_sim import status as _status
 from watchkeeper_sim.documents import events as _events
 from watchkeeper_sim.documents import keyorder as _keyorder
 from watchkeeper_sim.model import JSON, ResourceType
+from watchkeeper_sim.storage import celrules as _celrules
 from watchkeeper_sim.storage import configdata as _configdata
 from watchkeeper_sim.storage import fields as _fields
 from watchkeeper_sim.storage import gotypes as _gotypes
@@ -220,7 +221,7 @@ class Registry:
         147): the name (on create, ``name`` not None), an update's frozen fields (``old``),
         labels and annotations, owner references (an update repeats them, as many times as
         the kind validates its metadata), data keys, the kind's own checks, then a custom
-        resource's schema."""
+        resource's schema and its CEL rules."""
         generate_name = str(_meta(obj).get("generateName") or "")
         causes = [] if name is None else self._name_causes(rt, name, generate_name)
         if old is not None:
@@ -243,6 +244,10 @@ class Registry:
                 causes += _validation.schema_causes(obj["status"], status_schema)
         elif rt.is_custom:
             causes += _validation.schema_causes(obj, self._schema(rt))
+        if rt.is_custom:  # the rules see the whole object, on /status too
+            causes += _celrules.causes(self._schema(rt), obj, old, causes)
+        if rt.key == (CRD_GROUP, "customresourcedefinitions") and subresource != "status":
+            causes += _celrules.crd_causes(obj)
         if causes:
             if name is None:
                 name = str(_meta(obj).get("name") or "")

@@ -5,7 +5,8 @@ of non-nullable fields dropped, defaults applied (nested, in array items and in 
 themselves), and the value checks validation.py's walk lacks: formats, list sizes, list
 types (set, map), multipleOf, minProperties, an embedded resource's apiVersion and kind.
 Messages are kube-apiserver 1.28's (tests/conformance: crd-defaulting, crd-pruning,
-crd-validation-*). Not done: defaults on read, maxProperties, CEL rules, anyOf/oneOf.
+crd-validation-*). Not done: defaults on read, maxProperties, anyOf/oneOf. CEL rules:
+celrules.py.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 import watchkeeper as wk
-from e2e.website_cases import CASES, CEL, DOMAIN_IMMUTABLE, Case, causes_of, website
+from e2e.website_cases import CASES, DOMAIN_IMMUTABLE, Case, causes_of, website
 from watchkeeper_sim import ApiServer
 
 from .website import Website
@@ -50,7 +50,6 @@ async def test_objects_are_defaulted_and_rejected_as_declared(sites: wk.Api, cas
     assert stored.spec == sent.spec  # type: ignore[attr-defined]
 
 
-@pytest.mark.xfail(strict=True, reason=CEL)
 async def test_a_transition_rule_keeps_the_domain(sites: wk.Api) -> None:
     case = CASES[1]  # "explicit": has a domain
     await sites.create(website(GROUP, case, "default"))
