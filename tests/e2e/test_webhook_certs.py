@@ -61,3 +61,37 @@ async def test_two_replicas_agree_and_the_bundle_reaches_a_validating_webhook(
     finally:
         with contextlib.suppress(wk.NotFound):
             await vwcs.delete(name)
+
+
+async def test_the_bundle_reaches_a_crds_conversion_webhook(
+    client: wk.Client, namespace: str
+) -> None:
+    crds = client.api("customresourcedefinitions.apiextensions.k8s.io", None)
+    group = f"{namespace}.example.com"  # the namespace's name starts with the prefix
+    name = f"gadgets.{group}"
+    await crds.create({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": name, "labels": dict(LABELS)},
+        "spec": {
+            "group": group, "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [{"name": v, "served": True, "storage": v == "v1",
+                          "schema": {"openAPIV3Schema": {"type": "object"}}}
+                         for v in ("v1", "v2")],
+            "conversion": {"strategy": "Webhook", "webhook": {
+                "conversionReviewVersions": ["v1"],
+                "clientConfig": {"service": {"namespace": namespace, "name": "hooks",
+                                             "path": "/convert", "port": 443}}}},
+        },
+    })
+    try:
+        mgr = CertificateManager(client, WebhookCerts("hooks", namespace, crds=(name,)))
+        await mgr.sync()
+        crd = await crds.get(name)
+        got = crd["spec"]["conversion"]["webhook"]["clientConfig"]
+        assert base64.b64decode(got["caBundle"]) == mgr.ca_bundle
+        assert got["service"]["path"] == "/convert"
+        assert await mgr.publish() == 0
+    finally:
+        with contextlib.suppress(wk.NotFound):
+            await crds.delete(name)

@@ -12,6 +12,7 @@ import base64
 import datetime as dt
 import logging
 import ssl
+import tempfile
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -243,3 +244,22 @@ async def test_the_ca_bundle_is_patched_into_a_crds_conversion_webhook_once(
     rv = crd["metadata"]["resourceVersion"]
     assert await mgr.publish() == 0  # unchanged: no write at all
     assert (await crds.get(CRD["metadata"]["name"]))["metadata"]["resourceVersion"] == rv
+
+
+def test_lifetimes_whose_ca_rotation_would_not_fit_are_refused() -> None:
+    with pytest.raises(ValueError, match="two overlaps"):
+        Lifetimes(ca=dt.timedelta(days=3), overlap=dt.timedelta(days=1))
+    with pytest.raises(ValueError, match="rotate_fraction"):
+        Lifetimes(rotate_fraction=1.0)
+
+
+async def test_a_context_from_pem_leaves_no_key_file_behind(
+    client: wk.Client, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where mkstemp writes
+    mgr = CertificateManager(client, WebhookCerts("hooks", NS))
+    await mgr.ensure()
+    assert list(tmp_path.iterdir()) == []
+    server, port = await tls_server(mgr.tls)
+    async with server:
+        assert await handshake(port, mgr.ca_bundle) == der(mgr.tls.cert_pem)
