@@ -50,15 +50,19 @@ def plan(state: State | None, ident: Identity, now: dt.datetime,
         return _fresh(ident, now, lt), ["the signing CA is missing or expired: new CA"]
     reasons: list[str] = []
     new = state
-    nxt = next((c for c in bundle if c is not signer and c.not_before > signer.not_before),
-               None)
+    # the next CA is the one whose key waits in ca-next.key; any other CA is an old one
+    nk = state.next_ca_key
+    nxt = next((c for c in bundle if c is not signer and nk and pki.key_matches(c, nk)), None)
     since = now - state.changed_at
-    if nxt is not None and state.next_ca_key is not None and since >= lt.overlap:
-        new = replace(new, ca_key=state.next_ca_key, next_ca_key=None, changed_at=now)
+    if nxt is not None and nk is not None and since >= lt.overlap:
+        new = replace(new, ca_key=nk, next_ca_key=None, changed_at=now)
         signer, nxt = nxt, None
         reasons.append("overlap passed: the new CA signs from now on")
     elif nxt is None:
         old = [c for c in bundle if c is not signer]
+        if nk is not None:  # its CA left the bundle (an edit by hand): forget the key
+            new = replace(new, next_ca_key=None)
+            reasons.append("a next CA key without its CA: dropped")
         gone = [c for c in old if since >= lt.overlap or c.not_after <= now]
         if gone:
             keep = tuple(c.pem for c in bundle if c not in gone)

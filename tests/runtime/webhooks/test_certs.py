@@ -263,3 +263,14 @@ async def test_a_context_from_pem_leaves_no_key_file_behind(
     server, port = await tls_server(mgr.tls)
     async with server:
         assert await handshake(port, mgr.ca_bundle) == der(mgr.tls.cert_pem)
+
+
+async def test_a_next_ca_key_whose_ca_left_the_bundle_is_dropped(client: wk.Client) -> None:
+    mgr = CertificateManager(client, WebhookCerts("hooks", NS))
+    state = await mgr.ensure()
+    stray = pki.new_ca("stray", dt.datetime.now(dt.UTC), dt.timedelta(days=30))
+    await client.api("secrets", NS).patch(
+        "hooks-tls", {"data": {"ca-next.key": base64.b64encode(stray.key_pem).decode()}})
+    after = await mgr.ensure()
+    assert after.next_ca_key is None and after.serving == state.serving
+    assert "ca-next.key" not in await secret_data(client)
