@@ -51,6 +51,21 @@ if [ "$code" -ne 2 ] || ! grep -q "pip install watchkeeper-sim" "$work/sim.err" 
   exit 1
 fi
 
+# webhook certificates need the `webhooks` extra: the package imports without it, and a
+# CertificateManager says in its error which extra to install
+"$bin/python" - <<'PY'
+import sys
+import watchkeeper.webhooks as wh
+assert "cryptography" not in sys.modules, "importing watchkeeper.webhooks loaded cryptography"
+try:
+    wh.CertificateManager(None, wh.WebhookCerts("svc", "ns"))  # type: ignore[arg-type]
+except wh.MissingExtra as exc:
+    assert "pip install 'watchkeeper[webhooks]'" in str(exc), exc
+    print("webhooks without cryptography:", exc)
+else:
+    raise SystemExit("FAIL: a CertificateManager was built without cryptography")
+PY
+
 "$bin/python" - "$simwheel" <<'PY'
 import sys, zipfile
 with zipfile.ZipFile(sys.argv[1]) as z:

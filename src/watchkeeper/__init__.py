@@ -129,14 +129,15 @@ from watchkeeper.watcher import (
 )
 
 if TYPE_CHECKING:
-    from watchkeeper import k8s
+    from watchkeeper import k8s, webhooks
 
 
 def __getattr__(name: str) -> Any:
     """``wk.k8s`` is imported on first use: its 136 generated classes cost 10-30 ms of
-    import that an operator without built-in kinds need not pay."""
-    if name == "k8s":
-        return importlib.import_module("watchkeeper.k8s")
+    import that an operator without built-in kinds need not pay. ``wk.webhooks`` too: most
+    operators serve no webhook."""
+    if name in ("k8s", "webhooks"):
+        return importlib.import_module(f"watchkeeper.{name}")
     raise AttributeError(f"module 'watchkeeper' has no attribute {name!r}")
 
 
@@ -252,4 +253,5 @@ __all__ = [
     "set_owner_reference",
     "to_dict",
     "watcher",
+    "webhooks",
 ]
