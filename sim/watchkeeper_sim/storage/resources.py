@@ -70,6 +70,13 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
                         shares=("", "events")),  # one set of Events, two views (_events.py)
     _rt("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
         False, ("crd", "crds"), status=True, generation=True, categories=("api-extensions",)),
+    # stored, not yet called: the simulator does not send admission reviews (docs/guide.md)
+    _rt("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration", False, generation=True,
+        categories=("api-extensions",)),
+    _rt("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+        "MutatingWebhookConfiguration", False, generation=True,
+        categories=("api-extensions",)),
     _rt("rbac.authorization.k8s.io", "v1", "roles", "Role"),
     _rt("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
     _rt("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),
