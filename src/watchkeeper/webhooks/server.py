@@ -30,6 +30,7 @@ from aiohttp import web
 from watchkeeper.errors import WatchkeeperError
 from watchkeeper.typed.models import CustomResource
 from watchkeeper.webhooks.admission import AdmissionHandler, Handler, review_admission
+from watchkeeper.webhooks.certs import CertificateManager
 from watchkeeper.webhooks.conversion import ConversionHandler, review_conversion
 from watchkeeper.webhooks.tls import ServingTLS
 
@@ -45,11 +46,14 @@ class WebhookServerDown(WatchkeeperError):
 class WebhookServer:
     """Admission and conversion handlers on one HTTPS port.
 
-    ``tls``: a ``ServingTLS`` (the ``CertificateManager``'s, rotated without a restart) or
-    a fixed ``ssl.SSLContext``. Binds 127.0.0.1 by default; in a pod pass ``host="0.0.0.0"``.
+    ``tls``: a ``CertificateManager`` (``wk.run`` then runs its loop too: certificates
+    kept valid, rotated without a restart, the caBundle published), its ``ServingTLS``, or
+    a fixed ``ssl.SSLContext``. Binds 127.0.0.1 by default; in a pod pass
+    ``host="0.0.0.0"``.
     """
 
-    def __init__(self, tls: ServingTLS | ssl.SSLContext, host: str = "127.0.0.1",
+    def __init__(self, tls: CertificateManager | ServingTLS | ssl.SSLContext,
+                 host: str = "127.0.0.1",
                  port: int = 9443, *, drain_timeout: float = 10.0) -> None:
         self.tls, self.host, self.port = tls, host, port
         self.drain_timeout = drain_timeout
@@ -129,11 +133,21 @@ class WebhookServer:
     def paths(self) -> Sequence[str]:
         return [*self.admission, *self.conversions]
 
+    @property
+    def certificates(self) -> CertificateManager | None:
+        """The manager whose certificates this server serves, if it was given one."""
+        return self.tls if isinstance(self.tls, CertificateManager) else None
+
     def _context(self) -> ssl.SSLContext:
+        if isinstance(self.tls, CertificateManager):
+            return self.tls.tls.server_context()
         return self.tls.server_context() if isinstance(self.tls, ServingTLS) else self.tls
 
     async def start(self) -> None:
-        """Listen (a busy port raises ``OSError`` here)."""
+        """Listen (a busy port raises ``OSError`` here); with a ``CertificateManager``,
+        its certificates are read (or made) first."""
+        if isinstance(self.tls, CertificateManager) and not self.tls.tls.cert_pem:
+            await self.tls.ensure()
         app = web.Application()
         for path in self.paths:
             app.router.add_post(path, self._handle)
