@@ -110,9 +110,10 @@ async def run(
     must keep the default ``"exit"``). ``stop``: set it to drain and return, as a signal
     does. ``handle_signals=False``: no signal handler at all (the caller stops the run
     with ``stop``). ``probe_check_interval``: seconds between checks that the probe server
-    still listens. ``webhooks``: a ``WebhookServer``, started here (a busy port raises
-    ``OSError`` at once), restarted as the probe server is, and drained on the first
-    signal; its ``CertificateManager``, if it was given one, is run here too."""
+    (and the webhook server) still listens. ``webhooks``: a ``WebhookServer``, started
+    here (a busy port raises ``OSError`` at once), restarted as the probe server is, and
+    drained on the first signal; its ``CertificateManager``, if it was given one, is run
+    here too."""
     if not operators and webhooks is None:
         raise ValueError("run() needs at least one Operator (or webhooks)")
     for op in operators:
@@ -172,16 +173,16 @@ async def run(
         if webhooks is not None and not webhooks.serving:
             await webhooks.start()
         async with sup:
+            serving: list[TaskHandle] = []  # the webhook server: drained like a controller
             if webhooks is not None:
                 certs = webhooks.certificates
                 if certs is not None:
                     certs.start(sup, "webhook certificates")
-                handles_webhooks = [sup.spawn(
-                    "webhook server", functools.partial(webhooks.serve, stop),
+                serving.append(sup.spawn(
+                    "webhook server",
+                    functools.partial(webhooks.serve, stop, probe_check_interval),
                     restart="backoff", forever=False,
-                    backoff=ExponentialBackoff(1.0, 30.0, 2.0, 0.0, max_retries=5))]
-            else:
-                handles_webhooks = []
+                    backoff=ExponentialBackoff(1.0, 30.0, 2.0, 0.0, max_retries=5)))
             if probes is not None:
                 sup.spawn("probe server", functools.partial(probes.serve, probe_check_interval),
                           restart="backoff",
@@ -200,7 +201,7 @@ async def run(
                     else elector), forever=False)
                 for name, op in zip(_task_names(operators), operators, strict=True)
             ]
-            await _until_all_stopped(sup, [*handles, *handles_webhooks], stop)
+            await _until_all_stopped(sup, [*handles, *serving], stop)
             failure = sup.failure
             if failure is not None:
                 raise failure

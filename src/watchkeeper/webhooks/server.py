@@ -38,6 +38,11 @@ __all__ = ["WebhookServer", "WebhookServerDown"]
 
 log = logging.getLogger("watchkeeper.webhooks")
 
+#: The largest review body accepted. An object may be 1.5 MiB in etcd and an UPDATE's review
+#: carries it twice (object, oldObject), JSON-escaped: aiohttp's default (1 MiB) would refuse
+#: the reviews of large objects with 413.
+MAX_REVIEW_BYTES = 16 * 1024 * 1024
+
 
 class WebhookServerDown(WatchkeeperError):
     """The webhook server's socket stopped serving (its supervisor restarts it)."""
@@ -148,7 +153,7 @@ class WebhookServer:
         its certificates are read (or made) first."""
         if isinstance(self.tls, CertificateManager) and not self.tls.tls.cert_pem:
             await self.tls.ensure()
-        app = web.Application()
+        app = web.Application(client_max_size=MAX_REVIEW_BYTES)
         for path in self.paths:
             app.router.add_post(path, self._handle)
         family = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)[0][0]
@@ -191,9 +196,9 @@ class WebhookServer:
     async def stop(self) -> None:
         """Stop accepting connections, wait up to ``drain_timeout`` for the reviews in
         flight, then close."""
-        if self._site is not None:
-            await self._site.stop()
-            self._site = None
+        site, self._site = self._site, None
+        if site is not None:
+            await site.stop()
         if self.in_flight:
             log.info("webhook server: draining %d review(s) in flight", self.in_flight)
             try:

@@ -130,3 +130,43 @@ async def test_run_with_webhooks_alone(client: wk.Client) -> None:
     stop.set()
     await asyncio.wait_for(run, 20)
     assert not hooks.serving
+
+
+async def test_a_webhook_server_that_stops_listening_is_restarted_on_the_same_port(
+    client: wk.Client,
+) -> None:
+    mgr = CertificateManager(client, WebhookCerts("again", NS, local_hosts=True))
+    hooks = WebhookServer(mgr, port=0)
+
+    @hooks.validating("/ok")
+    async def ok(req: AdmissionRequest[Any]) -> None:
+        return None
+
+    probes, stop = wk.HealthServer(), asyncio.Event()
+    run = asyncio.create_task(wk.run(webhooks=hooks, probes=probes, stop=stop,
+                                     handle_signals=False, probe_check_interval=0.1))
+    async with asyncio.timeout(30):
+        while not hooks.serving:
+            await asyncio.sleep(0.05)
+    port = hooks.port
+    assert hooks._site is not None and hooks._site._server is not None
+    hooks._site._server.close()  # injected: the listener is gone (its socket closed)
+    (sup,) = probes.sources.supervisors
+
+    def status() -> Any:
+        (st,) = [t for t in sup.statuses() if t.name == "webhook server"]
+        return st
+
+    async with asyncio.timeout(30):
+        while not (hooks.serving and status().restarts == 1):
+            await asyncio.sleep(0.05)
+    assert "WebhookServerDown: the webhook server on" in status().describe()
+    assert hooks.port == port
+    await asyncio.sleep(1.5)
+    assert status().restarts == 1  # (it does not crash again while stopping the dead one)
+    ssl_ctx = ssl.create_default_context(cadata=mgr.ca_bundle.decode())
+    async with aiohttp.ClientSession() as s, s.post(
+            hooks.url + "/ok", json=review("r-1"), ssl=ssl_ctx) as r:
+        assert (await r.json())["response"]["allowed"] is True
+    stop.set()
+    await asyncio.wait_for(run, 20)

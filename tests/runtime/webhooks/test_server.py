@@ -194,3 +194,13 @@ async def test_stop_drains_the_review_in_flight_and_refuses_new_connections(
     assert (status, out["response"]["uid"], out["response"]["allowed"]) == (200, "h-1", True)
     await stopping
     assert not hooks.server.serving
+
+
+async def test_the_review_of_a_large_object_is_answered(hooks: Hooks) -> None:
+    """An UPDATE of a 1.4 MiB ConfigMap carries it twice: about 2.8 MiB of review."""
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big"},
+          "data": {"mode": "slow", "blob": "x" * (1400 * 1024)}}
+    body = review(cm, uid="big-1")
+    body["request"].update(operation="UPDATE", oldObject=cm)
+    status, out = await hooks.post("/validate-cm", body)
+    assert status == 200 and out["response"] == {"uid": "big-1", "allowed": True}
