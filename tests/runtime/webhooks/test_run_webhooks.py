@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import re
 import ssl
 from collections.abc import AsyncIterator
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import watchkeeper as wk
+from watchkeeper.ops.status import print_status
 from watchkeeper.webhooks import (
     AdmissionRequest,
     CertificateManager,
@@ -45,7 +47,7 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 async def test_run_serves_webhooks_on_a_follower_reports_them_and_drains_on_stop(
-    client: wk.Client,
+    client: wk.Client, capsys: pytest.CaptureFixture[str],
 ) -> None:
     leases = client.api("leases.coordination.k8s.io", namespace=NS)
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -94,6 +96,10 @@ async def test_run_serves_webhooks_on_a_follower_reports_them_and_drains_on_stop
         assert m[("watchkeeper_webhook_duration_seconds_count", labels)] == 1
         (sup,) = probes.sources.supervisors
         assert {"webhook server", "webhook certificates"} <= {t.name for t in sup.statuses()}
+        assert await print_status(probes.url) == 0
+        out = capsys.readouterr().out
+        assert f"webhook server {hooks.url}: healthy, 0 in flight" in " ".join(out.split())
+        assert re.search(r"/deny\s*│\s*1\s*│\s*1\s*│\s*0", out), out
 
         in_flight = asyncio.create_task(s.post(hooks.url + "/held", json=review("h-1"),
                                                ssl=ctx))
