@@ -110,6 +110,7 @@ async def review_admission(handler: AdmissionHandler, review: JSON) -> JSON:
         raise ValueError("not an AdmissionReview: no request.uid")
     uid, stats, started = req["uid"], handler.stats, time.monotonic()
     raw_obj = req.get("object")
+    deadline: asyncio.Timeout | None = None
     try:
         request = AdmissionRequest[Any](
             uid=uid, operation=str(req.get("operation", "")),
@@ -118,17 +119,19 @@ async def review_admission(handler: AdmissionHandler, review: JSON) -> JSON:
             name=req.get("name"), user=(req.get("userInfo") or {}).get("username"), raw=req)
         result = handler.fn(request)
         if inspect.isawaitable(result):
-            result = await asyncio.wait_for(result, handler.timeout)
+            async with asyncio.timeout(handler.timeout) as deadline:
+                result = await result
     except Denied as exc:
         stats.record(time.monotonic() - started, denied=True)
         return _response(uid, False, code=exc.code, message=exc.message,
                          warnings=request.warnings)
     except Exception as exc:
-        what = (f"timed out after {handler.timeout:g}s" if isinstance(exc, TimeoutError)
+        timed_out = deadline is not None and deadline.expired()  # (not a TimeoutError of its own)
+        what = (f"timed out after {handler.timeout:g}s" if timed_out
                 else f"failed: {type(exc).__name__}: {exc}")
         message = f"admission webhook {handler.path} {what}"
         log.error("%s (uid %s, failurePolicy %s)", message, uid, handler.failure_policy,
-                  exc_info=not isinstance(exc, TimeoutError))
+                  exc_info=not timed_out)
         allow = handler.failure_policy == "Ignore"
         stats.record(time.monotonic() - started, denied=not allow, error=True)
         if allow:

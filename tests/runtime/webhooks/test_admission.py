@@ -183,3 +183,14 @@ def test_a_conversion_to_an_unknown_version_fails_the_review() -> None:
         "conversion webhook /c: ValueError: no class for desiredAPIVersion "
         "versions.example.com/v2")}
     assert handler.stats.errors == 1
+
+
+async def test_a_timeout_error_of_the_handlers_own_is_no_timeout_of_the_handler() -> None:
+    """A call inside the handler that timed out is the handler's failure, named as such:
+    the user must not read "timed out after 10s" for a handler that failed at once."""
+    async def calls_out(req: AdmissionRequest[Any]) -> None:
+        raise TimeoutError("the quota service did not answer")
+
+    out = (await review_admission(AdmissionHandler("/v", calls_out), admission_review()))
+    assert out["response"]["status"]["message"] == (
+        "admission webhook /v failed: TimeoutError: the quota service did not answer")
