@@ -7,6 +7,7 @@ under one ``Supervisor``, so a process has one place that decides when it stops:
         wk.Operator(gadgets, reconcile_gadget),
         probes=wk.HealthServer("0.0.0.0", 8080),
         leader_election=wk.LeaderElector(leases, "my-operator-leader"),
+        webhooks=hooks,  # a wk.webhooks.WebhookServer: admission and conversion
     )
 
 Signals are handled here and only here: the first SIGTERM or SIGINT stops the intake of
@@ -17,7 +18,12 @@ running in all of them. Controllers run under ``run`` install no handler of thei
 ``run`` returns once every controller has stopped after a signal (or ``stop``). It raises
 the first failure, after draining the other controllers: a controller's own error
 (``ControllerUnhealthy``, ``LeadershipLost``) as it is, or ``TaskDied`` naming the probe
-server (after 5 failed restarts) or the leader elector.
+server or the webhook server (after 5 failed restarts) or the leader elector.
+
+The webhook server runs on every replica, whatever the leader election or sharding: the
+API server calls any replica behind the Service. On the first signal it stops accepting
+connections and finishes the reviews in flight (``WebhookServer.drain_timeout``) while the
+controllers drain. With webhooks, ``run`` needs no operator (a webhook-only process).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import asyncio
 import functools
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from watchkeeper.backoff import ExponentialBackoff
 from watchkeeper.controller import Operator
@@ -35,6 +41,9 @@ from watchkeeper.leader import ElectorHealth, LeaderElector
 from watchkeeper.ops import HealthServer
 from watchkeeper.sharding import ShardReplica
 from watchkeeper.supervisor import Supervisor, TaskHandle
+
+if TYPE_CHECKING:  # (wk.webhooks is imported on first use: most operators serve none)
+    from watchkeeper.webhooks import WebhookServer
 
 __all__ = ["Operator", "run"]
 
@@ -86,6 +95,7 @@ async def run(
     stop: asyncio.Event | None = None,
     handle_signals: bool = True,
     probe_check_interval: float = 5.0,
+    webhooks: WebhookServer | None = None,
 ) -> None:
     """Run ``operators`` until a signal (or ``stop``) drained them all, or raise the first
     failure once the others have drained.
@@ -100,9 +110,12 @@ async def run(
     must keep the default ``"exit"``). ``stop``: set it to drain and return, as a signal
     does. ``handle_signals=False``: no signal handler at all (the caller stops the run
     with ``stop``). ``probe_check_interval``: seconds between checks that the probe server
-    still listens."""
-    if not operators:
-        raise ValueError("run() needs at least one Operator")
+    (and the webhook server) still listens. ``webhooks``: a ``WebhookServer``, started
+    here (a busy port raises ``OSError`` at once), restarted as the probe server is, and
+    drained on the first signal; its ``CertificateManager``, if it was given one, is run
+    here too."""
+    if not operators and webhooks is None:
+        raise ValueError("run() needs at least one Operator (or webhooks)")
     for op in operators:
         if not isinstance(op, Operator):
             raise TypeError(
@@ -141,6 +154,8 @@ async def run(
     force = asyncio.Event()
     sup = Supervisor("watchkeeper run")
     started_probes = False
+    if probes is not None and webhooks is not None:
+        probes.add_webhooks(webhooks)
     if probes is not None:
         for op in operators:
             probes.add_controller(op.controller)
@@ -155,7 +170,19 @@ async def run(
     restore = install_signal_handlers(loop, stop, force) if handle_signals else None
     token = signals_handled_by_caller.set(True)  # the tasks spawned below inherit it
     try:
+        if webhooks is not None and not webhooks.serving:
+            await webhooks.start()
         async with sup:
+            serving: list[TaskHandle] = []  # the webhook server: drained like a controller
+            if webhooks is not None:
+                certs = webhooks.certificates
+                if certs is not None:
+                    certs.start(sup, "webhook certificates")
+                serving.append(sup.spawn(
+                    "webhook server",
+                    functools.partial(webhooks.serve, stop, probe_check_interval),
+                    restart="backoff", forever=False,
+                    backoff=ExponentialBackoff(1.0, 30.0, 2.0, 0.0, max_retries=5)))
             if probes is not None:
                 sup.spawn("probe server", functools.partial(probes.serve, probe_check_interval),
                           restart="backoff",
@@ -174,7 +201,7 @@ async def run(
                     else elector), forever=False)
                 for name, op in zip(_task_names(operators), operators, strict=True)
             ]
-            await _until_all_stopped(sup, handles, stop)
+            await _until_all_stopped(sup, [*handles, *serving], stop)
             failure = sup.failure
             if failure is not None:
                 raise failure
@@ -184,6 +211,8 @@ async def run(
             restore()  # after every drain, so that a second signal can force them
         if started_probes and probes is not None:
             await probes.stop()
+        if webhooks is not None:
+            await webhooks.stop()  # (a no-op once its task drained it)
 
 
 async def _run_one(

@@ -6,7 +6,8 @@ a watch is degraded, a supervised task crashed, a reconcile is stuck, or every r
 failed for ``ControllerConfig.failure_window`` seconds, with the reason in the body.
 ``/readyz?verbose`` is JSON: each watch, and each controller with its reconcile counts,
 last error, failing and stuck objects, mapper errors and tasks, each leader elector, and
-each shard ring (live shards, this replica's share, whether it is the sharder).
+each shard ring (live shards, this replica's share, whether it is the sharder), and each
+webhook server (listening or not, reviews per handler).
 
 A leader elector fails readiness once its attempts to reach the lease have failed for
 longer than ``ControllerConfig.elector_unready_after`` (the controller that runs it applies
@@ -20,7 +21,7 @@ import asyncio
 import socket
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -34,6 +35,9 @@ from watchkeeper.ops.metrics import Sources, WatchkeeperCollector
 from watchkeeper.sharding import ShardReplica
 from watchkeeper.supervisor import Supervisor
 from watchkeeper.watcher import WatchHealth, WatchState
+
+if TYPE_CHECKING:  # (wk.webhooks is imported on first use: most operators serve none)
+    from watchkeeper.webhooks import WebhookServer
 
 
 class ProbeServerDown(WatchkeeperError):
@@ -80,6 +84,11 @@ class HealthServer:
         """Report a sharded controller's ring and this replica's share (``wk.run`` adds
         each one it runs); not ready until its shard leases were listed once."""
         self.sources.shards.append(replica)
+        return self
+
+    def add_webhooks(self, server: WebhookServer) -> HealthServer:
+        """Report a webhook server (``wk.run`` adds it): not ready unless it listens."""
+        self.sources.webhooks.append(server)
         return self
 
     def add_supervisor(self, supervisor: Supervisor) -> HealthServer:
@@ -184,6 +193,10 @@ class HealthServer:
                 "draining_objects": st.draining,
                 "last_error": st.last_error,
             })
+        for server in self.sources.webhooks:
+            detail = server.status()
+            ok = ok and detail["ready"]
+            details.append(detail)
         for sup in self.sources.supervisors:
             problems = sup.problems()
             ok = ok and not problems
@@ -251,12 +264,13 @@ class HealthServer:
         if "verbose" in request.query:
             return web.json_response({
                 "ready": ok,
-                "watches": [d for d in details
-                            if "problems" not in d and "lease" not in d and "ring" not in d],
+                "watches": [d for d in details if "problems" not in d and "lease" not in d
+                            and "ring" not in d and "handlers" not in d],
                 "controllers": [d for d in details if "controller" in d],
                 "supervisors": [d for d in details if "problems" in d and "controller" not in d],
                 "electors": [d for d in details if "lease" in d],
                 "shards": [d for d in details if "ring" in d],  # rings and this share
+                "webhooks": [d for d in details if "handlers" in d],
             }, status=200 if ok else 503)
         lines = [f"[{'+' if d['ready'] else '-'}] {d['resource']}{_why(d)}" for d in details]
         return web.Response(status=200 if ok else 503, text="\n".join(lines) + "\n")

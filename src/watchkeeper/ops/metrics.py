@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -25,6 +26,9 @@ from watchkeeper.leader import LeaderElector
 from watchkeeper.sharding import ShardReplica
 from watchkeeper.supervisor import Supervisor, TaskState
 from watchkeeper.watcher import WatchHealth, WatchState
+
+if TYPE_CHECKING:  # (wk.webhooks is imported on first use: most operators serve none)
+    from watchkeeper.webhooks import WebhookServer
 
 STATE_VALUE = {WatchState.STARTING: 0, WatchState.HEALTHY: 1, WatchState.DEGRADED: 2}
 TASK_STATE_VALUE = {TaskState.DONE: 0, TaskState.RUNNING: 1, TaskState.DEGRADED: 2,
@@ -53,6 +57,7 @@ class Sources:
         default_factory=dict)
     supervisors: list[Supervisor] = field(default_factory=list)  # besides controllers' own
     shards: list[ShardReplica] = field(default_factory=list)  # sharded controllers' rings
+    webhooks: list[WebhookServer] = field(default_factory=list)
 
     def all_supervisors(self) -> Iterator[Supervisor]:
         yield from self.supervisors
@@ -81,6 +86,34 @@ class Sources:
                 if id(t.health) not in seen:
                     seen.add(id(t.health))
                     yield t.health, t.store, t.config.max_unhealthy
+
+
+def _webhook_metrics(servers: list[WebhookServer]) -> Iterator[Metric]:
+    """Reviews per handler path: requests, denials, errors (raised or timed out), latency;
+    and the reviews in flight per server."""
+    labels = ["path", "type"]
+    requests = CounterMetricFamily("watchkeeper_webhook_requests",
+                                   "Reviews answered, per handler", labels=labels)
+    denials = CounterMetricFamily("watchkeeper_webhook_denials",
+                                  "Admission reviews denied (conversion: never)", labels=labels)
+    errors = CounterMetricFamily(
+        "watchkeeper_webhook_errors",
+        "Reviews whose handler raised or timed out (a failed conversion)", labels=labels)
+    latency = HistogramMetricFamily("watchkeeper_webhook_duration_seconds",
+                                    "Time to answer a review, per handler", labels=labels)
+    in_flight = GaugeMetricFamily("watchkeeper_webhook_in_flight",
+                                  "Reviews being answered", labels=["server"])
+    for server in servers:
+        in_flight.add_metric([server.url], server.in_flight)
+        handlers = [(p, "mutating" if h.mutating else "validating", h.stats)
+                    for p, h in server.admission.items()]
+        handlers += [(p, "conversion", h.stats) for p, h in server.conversions.items()]
+        for path, kind, st in handlers:
+            requests.add_metric([path, kind], st.requests)
+            denials.add_metric([path, kind], st.denials)
+            errors.add_metric([path, kind], st.errors)
+            latency.add_metric([path, kind], st.cumulative(), st.latency_sum)
+    yield from (requests, denials, errors, latency, in_flight)
 
 
 def _shard_metrics(replicas: list[ShardReplica]) -> Iterator[Metric]:
@@ -256,6 +289,8 @@ class WatchkeeperCollector(Collector):
             consecutive.add_metric([name], eh.consecutive_failures)
         yield from (leader, election_state, election_failures, consecutive)
         yield from self._shards()
+        if self.sources.webhooks:
+            yield from _webhook_metrics(self.sources.webhooks)
         up = GaugeMetricFamily("watchkeeper_scrape_timestamp_seconds", "Time of this scrape")
         up.add_metric([], time.time())
         yield up

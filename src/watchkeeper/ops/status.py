@@ -34,6 +34,20 @@ def render(body: dict[str, Any], console: Console) -> None:
     for s in body.get("supervisors", []):
         _render_tasks(str(s.get("resource")), s, console)
     _render_electors(body.get("electors") or [], console)
+    _render_webhooks(body.get("webhooks") or [], console)
+
+
+def _render_webhooks(servers: list[dict[str, Any]], console: Console) -> None:
+    """Each webhook server: listening or not, reviews in flight, counts per handler."""
+    for w in servers:
+        table = Table(title=f"{w.get('resource')}: {w.get('state')}, "
+                            f"{w.get('in_flight', 0)} in flight")
+        for col in ("path", "requests", "denials", "errors"):
+            table.add_column(col)
+        for path, n in (w.get("handlers") or {}).items():
+            table.add_row(str(path), str(n.get("requests")), str(n.get("denials")),
+                          str(n.get("errors")))
+        console.print(table)
 
 
 def _render_electors(electors: list[dict[str, Any]], console: Console) -> None:

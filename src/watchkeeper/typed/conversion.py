@@ -10,9 +10,9 @@ registered) is run on the result, and whatever of A's spec and status it does no
 back (a field B has no place for) is kept in the annotation
 ``conversion.watchkeeper.io/<A's version>`` of the B object, as Kubernetes' own
 conversions keep fields in annotations. Converting B back to A restores those fields and
-drops the annotation. A conversion webhook serving these functions is not part of this yet:
-until one is, the API server converts by rewriting ``apiVersion`` only (CRD strategy
-``None``)."""
+drops the annotation. ``WebhookServer.conversion`` (``watchkeeper.webhooks``) serves these
+functions as the CRD's conversion webhook; without one, the API server converts by
+rewriting ``apiVersion`` only (CRD strategy ``None``)."""
 
 from __future__ import annotations
 
