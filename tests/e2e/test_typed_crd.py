@@ -25,7 +25,7 @@ import pytest
 import watchkeeper as wk
 from runtime.typed.website import Website, in_group
 
-from .conftest import CONTEXT, KUBECONFIG, LABELS
+from .conftest import CONTEXT, KUBECONFIG, LABELS, on_simulator
 from .website_cases import CASES, DOMAIN_IMMUTABLE, Case, website
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -40,17 +40,6 @@ from runtime.typed.website import Website, in_group
 
 Site = in_group(Website, {group!r})
 """
-
-
-async def on_simulator(client: wk.Client) -> bool:
-    """True against watchkeeper's simulator (it answers its admin endpoint, a cluster 404s):
-    tests/sim/contract runs this suite against it, and this file steps around the
-    simulator's gaps that website_cases.py names (the simulator's own tests mark them)."""
-    try:
-        await client.transport.request("GET", "/_sim/faults")
-    except wk.NotFound:
-        return False
-    return True
 
 
 async def run(*argv: str, stdin: str | None = None, timeout: float = 120,

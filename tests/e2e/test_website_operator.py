@@ -27,19 +27,9 @@ import watchkeeper as wk
 from runtime.typed.website import in_group
 from watchkeeper_sim import wait_for, wait_for_deletion
 
-from .conftest import LABELS, PREFIX
+from .conftest import LABELS, PREFIX, on_simulator
 
 PATIENCE = 60.0
-
-
-async def on_simulator(client: wk.Client) -> bool:
-    """True against watchkeeper's simulator (tests/sim/contract runs this suite against it):
-    it answers its admin endpoint, a cluster 404s."""
-    try:
-        await client.transport.request("GET", "/_sim/faults")
-    except wk.NotFound:
-        return False
-    return True
 
 
 def ready(obj: dict[str, Any]) -> dict[str, Any]:
