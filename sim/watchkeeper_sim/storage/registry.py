@@ -614,7 +614,7 @@ class Registry:
     def get_scale(self, rt: ResourceType, namespace: str, name: str) -> JSON:
         """GET .../scale: the object's replicas as an autoscaling/v1 Scale."""
         assert rt.scale is not None
-        return _scale.scale_of(self.store.get(rt, namespace, name), rt.scale)[0]
+        return _scale.scale_of(self.store.get(rt, namespace, name), rt.scale)
 
     def write_scale(
         self,
@@ -631,9 +631,7 @@ class Registry:
         object, which is then updated as the object itself is; the answer is its new Scale."""
         assert rt.scale is not None
         old = self.store.get(rt, namespace, name)
-        current, found = _scale.scale_of(old, rt.scale)
-        if not found:
-            current["spec"]["replicas"] = _scale.UNSET
+        current = _scale.scale_of(old, rt.scale)
         wanted = body
         try:
             if patch_type == "json":
@@ -647,7 +645,7 @@ class Registry:
         new, expected = _scale.scaled(old, wanted, rt.scale)
         stored = self._commit(rt, old, new, manager=manager, subresource="scale",
                               expected_rv=expected, dry_run=dry_run)
-        return _scale.scale_of(stored, rt.scale)[0]
+        return _scale.scale_of(stored, rt.scale)
 
     def _check_patched(self, rt: ResourceType, namespace: str, name: str, new: JSON) -> None:
         meta = _meta(new)

@@ -17,9 +17,7 @@ from watchkeeper_sim.storage.clone import clone
 from watchkeeper_sim.storage.store import StoreError
 
 INT32_MAX = 2**31 - 1
-# ScaleREST marks a Scale whose object has no spec replicas with the smallest int32: a
-# write that leaves it there is refused (it would not know what to write)
-UNSET = -(2**31)
+INT32_MIN = -(2**31)
 _META = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
 
 
@@ -40,23 +38,26 @@ def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def scale_of(obj: JSON, paths: ScalePaths) -> tuple[JSON, bool]:
-    """The object's Scale, and whether the object holds spec replicas at all."""
+def scale_of(obj: JSON, paths: ScalePaths) -> JSON:
+    """The object's Scale; an object without spec replicas has none (a 500, as 1.28.7)."""
     spec, found = _nested(obj, paths.spec_replicas)
-    found = found and _whole(spec)
+    if not found:
+        msg = f'the spec replicas field "{paths.spec_replicas}" does not exist'
+        raise StoreError(_status.status(500, "InternalError", f"Internal error occurred: {msg}",
+                                        {"causes": [{"message": msg}]}))
     status, _ = _nested(obj, paths.status_replicas)
     meta = obj.get("metadata") or {}
     scale: JSON = {
         "kind": "Scale", "apiVersion": "autoscaling/v1",
         "metadata": {k: meta[k] for k in _META if meta.get(k)},
-        "spec": {"replicas": spec} if found and spec else {},  # omitempty: 0 is left out
+        "spec": {"replicas": spec} if _whole(spec) and spec else {},  # omitempty: 0 is left out
         "status": {"replicas": status if _whole(status) else 0},
     }
     if paths.label_selector:
         selector, _ = _nested(obj, paths.label_selector)
         if isinstance(selector, str) and selector:
             scale["status"]["selector"] = selector
-    return scale, found
+    return scale
 
 
 def scaled(obj: JSON, scale: Any, paths: ScalePaths) -> tuple[JSON, str]:
@@ -68,14 +69,11 @@ def scaled(obj: JSON, scale: Any, paths: ScalePaths) -> tuple[JSON, str]:
     replicas = spec.get("replicas", 0) if isinstance(spec, dict) else 0
     if replicas is None:
         replicas = 0
-    if not _whole(replicas) or not UNSET <= replicas <= INT32_MAX:
+    if not _whole(replicas) or not INT32_MIN <= replicas <= INT32_MAX:
         raise StoreError(_status.bad_request(
             'Scale in version "v1" cannot be handled as a Scale: json: cannot unmarshal '
             f"{_json_kind(replicas)} into Go struct field ScaleSpec.spec.replicas of type "
             "int32"))
-    if replicas == UNSET:
-        raise StoreError(_status.bad_request(
-            f'the spec replicas field "{paths.spec_replicas}" cannot be empty'))
     new = clone(obj)
     cur = new
     *parents, last = _fields(paths.spec_replicas)
