@@ -516,6 +516,10 @@ class Registry:
             _fields.record_update(old, new, manager=manager, api_version=rt.group_version,
                                   now=self.now(), subresource=subresource, custom=rt.is_custom,
                                   seen=seen)
+            if subresource == "scale":  # 1.28.7 maps the Scale's entry back without a time
+                for entry in new_meta.get("managedFields") or []:
+                    if entry.get("subresource") == "scale":
+                        entry.pop("time", None)
         if rt.key == ("", "services") and subresource != "status":
             self._allocate(rt, new)  # a type that now needs an address or node ports
         new_meta["resourceVersion"] = old_meta.get("resourceVersion")
