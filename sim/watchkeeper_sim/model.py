@@ -26,6 +26,15 @@ class PrinterColumn:
 
 
 @dataclass(frozen=True)
+class ScalePaths:
+    """A CRD version's subresources.scale: where a Scale's numbers live in the object."""
+
+    spec_replicas: str
+    status_replicas: str
+    label_selector: str = ""
+
+
+@dataclass(frozen=True)
 class ResourceType:
     """One served resource: enough to route, discover and validate."""
 
@@ -51,6 +60,8 @@ class ResourceType:
     # a custom resource whose CRD is being deleted: served until its objects are gone, but
     # creates are refused and discovery lists only delete/deletecollection/get/list/watch
     terminating: bool = False
+    # a custom resource's /scale subresource (autoscaling/v1 Scale), when its CRD has one
+    scale: ScalePaths | None = None
 
     @property
     def group_version(self) -> str:

@@ -153,22 +153,16 @@ async def test_the_generated_crd_is_accepted_and_enforced(
     assert table[1].split()[:3] == ["defaults", "nginx:1.25", "1"]
     wide = (await kubectl_ok("get", f"websites.{group}", "-n", namespace, "-o", "wide"))
     assert wide.splitlines()[0].split() == ["NAME", "IMAGE", "REPLICAS", "TIER", "READY", "AGE"]
-    if simulator:  # it serves no scale subresource: the same change as a patch
-        await kubectl_ok("patch", f"websites.{group}", "defaults", "-n", namespace,
-                         "--type=merge", "-p", '{"spec":{"replicas":3}}')
-    else:
-        await kubectl_ok("scale", f"websites.{group}/defaults", "-n", namespace,
-                         "--replicas=3")
+    await kubectl_ok("scale", f"websites.{group}/defaults", "-n", namespace, "--replicas=3")
     await kubectl_ok("patch", f"websites.{group}", "defaults", "-n", namespace,
                      "--subresource=status", "--type=merge", "-p", json.dumps({"status": {
                          "replicas": 3, "selector": "app=defaults", "conditions": [{
                              "type": "Ready", "status": "True", "reason": "Serving",
                              "lastTransitionTime": "2024-01-01T00:00:00Z"}]}}))
-    if not simulator:
-        scale = json.loads(await kubectl_ok(
-            "get", "--raw", f"/apis/{group}/v1/namespaces/{namespace}/websites/defaults/scale"))
-        assert (scale["spec"], scale["status"]) == ({"replicas": 3},
-                                                    {"replicas": 3, "selector": "app=defaults"})
+    scale = json.loads(await kubectl_ok(
+        "get", "--raw", f"/apis/{group}/v1/namespaces/{namespace}/websites/defaults/scale"))
+    assert (scale["spec"], scale["status"]) == ({"replicas": 3},
+                                                {"replicas": 3, "selector": "app=defaults"})
     row = (await kubectl_ok("get", f"websites.{group}", "defaults", "-n", namespace,
                             "--no-headers")).split()
     # the Ready column is a JSONPath filter ([?(@.type=="Ready")]): on both servers

@@ -270,6 +270,7 @@ class Handlers:
             return _http.page_not_found() if custom else _http.status_response(
                 _status.resource_not_found())
         if route.subresource and not (route.subresource == "status" and rt.has_status) \
+                and not (route.subresource == "scale" and rt.scale is not None) \
                 and (rt.group, rt.plural, route.subresource) not in self.subresources:
             if rt.is_custom:  # the object is what it does not find (crd-status-subresource)
                 return _http.status_response(_status.not_found(rt.plural, rt.group,
@@ -296,6 +297,11 @@ class Handlers:
         if special is not None:
             try:
                 return await special(request, route, ns, verb)
+            except StoreError as exc:
+                return _http.error_response(exc)
+        if route.subresource == "scale" and rt.scale is not None:
+            try:
+                return await self._scale(request, rt, ns, route, verb)
             except StoreError as exc:
                 return _http.error_response(exc)
         if (verb in ("update", "patch") and not route.name) or (verb == "create" and route.name):
@@ -497,6 +503,27 @@ class Handlers:
             rt, ns, route.name, ptype, body, manager=manager, subresource=route.subresource,
             force=_http.query_bool(q, "force"), dry_run=dry_run, check=check)
         return _warned(_http.json_response(obj, code), check)
+
+    async def _scale(self, request: web.Request, rt: ResourceType, ns: str, route: Route,
+                     verb: str) -> web.Response:
+        """GET, PUT or PATCH of a custom resource's /scale (an autoscaling/v1 Scale)."""
+        if verb not in ("get", "update", "patch"):
+            return _http.status_response(_status.status(
+                405, "MethodNotAllowed",
+                f'{verb} is not supported on resources of kind "{rt.plural}.{rt.group}"', {}))
+        if verb == "get":
+            return _http.json_response(self.registry.get_scale(rt, ns, route.name))
+        dry_run = request.query.get("dryRun", "") == "All"
+        raw = await self.read_body(request)
+        if verb == "update":
+            ptype, body = "", _http.decode_json(raw, "Scale")
+        else:
+            ptype, body = _http.decode_patch_body(request, raw, rt.kind, rt.is_custom)
+            if ptype == "apply":  # the Scale's managed fields are not simulated
+                raise StoreError(_status.unsupported_media_type(
+                    ["application/json-patch+json", "application/merge-patch+json"]))
+        return _http.json_response(self.registry.write_scale(
+            rt, ns, route.name, ptype, body, manager=request[_http.MANAGER], dry_run=dry_run))
 
     async def _delete(
         self, request: web.Request, rt: ResourceType, ns: str, name: str, dry_run: bool

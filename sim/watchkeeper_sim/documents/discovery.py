@@ -332,7 +332,10 @@ def _subresources(rt: ResourceType) -> list[_Sub]:
     subs = list(_MORE_SUBRESOURCES.get((rt.group, rt.plural), ()))
     if rt.has_status:
         subs.append(("status", "", "", "", tuple(_STATUS_VERBS)))
-    return sorted(subs)
+    subs.sort()
+    if rt.scale is not None:  # apiextensions lists it after status, unsorted
+        subs.append(("scale", "autoscaling", "v1", "Scale", ("get", "patch", "update")))
+    return subs
 
 
 def _subresource_entries(rt: ResourceType) -> list[JSON]:

@@ -35,6 +35,7 @@ from watchkeeper_sim.storage import metavalid as _metavalid
 from watchkeeper_sim.storage import namespaces as _namespaces
 from watchkeeper_sim.storage import patch as _patch
 from watchkeeper_sim.storage import patchmeta as _patchmeta
+from watchkeeper_sim.storage import scale as _scale
 from watchkeeper_sim.storage import services as _services
 from watchkeeper_sim.storage import strategic as _strategic
 from watchkeeper_sim.storage import structural as _structural
@@ -244,6 +245,8 @@ class Registry:
                 causes += _validation.schema_causes(obj["status"], status_schema)
         elif rt.is_custom:
             causes += _validation.schema_causes(obj, self._schema(rt))
+        if rt.scale is not None:  # after the schema's, before the rules (crd-scale-subresource)
+            causes += _scale.causes(obj, rt.scale, status_only=subresource == "status")
         if rt.is_custom:  # the rules see the whole object, on /status too
             causes += _celrules.causes(self._schema(rt), obj, old, causes)
         if rt.key == (CRD_GROUP, "customresourcedefinitions") and subresource != "status":
@@ -513,6 +516,10 @@ class Registry:
             _fields.record_update(old, new, manager=manager, api_version=rt.group_version,
                                   now=self.now(), subresource=subresource, custom=rt.is_custom,
                                   seen=seen)
+            if subresource == "scale":  # 1.28.7 maps the Scale's entry back without a time
+                for entry in new_meta.get("managedFields") or []:
+                    if entry.get("subresource") == "scale":
+                        entry.pop("time", None)
         if rt.key == ("", "services") and subresource != "status":
             self._allocate(rt, new)  # a type that now needs an address or node ports
         new_meta["resourceVersion"] = old_meta.get("resourceVersion")
@@ -605,6 +612,44 @@ class Registry:
         expected = str(_meta(new).get("resourceVersion") or "")
         return self._commit(rt, old, new, manager=manager, subresource=subresource,
                             expected_rv=expected, dry_run=dry_run), 200
+
+    # ---- a custom resource's /scale ------------------------------------------------------
+
+    def get_scale(self, rt: ResourceType, namespace: str, name: str) -> JSON:
+        """GET .../scale: the object's replicas as an autoscaling/v1 Scale."""
+        assert rt.scale is not None
+        return _scale.scale_of(self.store.get(rt, namespace, name), rt.scale)
+
+    def write_scale(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        patch_type: str,
+        body: Any,
+        *,
+        manager: str,
+        dry_run: bool = False,
+    ) -> JSON:
+        """PUT (``patch_type`` "") or PATCH of .../scale: the Scale's spec replicas go into the
+        object, which is then updated as the object itself is; the answer is its new Scale."""
+        assert rt.scale is not None
+        old = self.store.get(rt, namespace, name)
+        current = _scale.scale_of(old, rt.scale)
+        wanted = body
+        try:
+            if patch_type == "json":
+                wanted = _patch.json_patch(current, body)
+            elif patch_type == "merge":
+                wanted = _patch.merge_patch(current, body)
+        except _patch.PatchError:
+            raise StoreError(_status.status(
+                422, "Invalid", "the server rejected our request due to an error in our request",
+                {})) from None
+        new, expected = _scale.scaled(old, wanted, rt.scale)
+        stored = self._commit(rt, old, new, manager=manager, subresource="scale",
+                              expected_rv=expected, dry_run=dry_run)
+        return _scale.scale_of(stored, rt.scale)
 
     def _check_patched(self, rt: ResourceType, namespace: str, name: str, new: JSON) -> None:
         meta = _meta(new)

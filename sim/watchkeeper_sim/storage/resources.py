@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from watchkeeper_sim.model import PrinterColumn, ResourceType
+from watchkeeper_sim.model import PrinterColumn, ResourceType, ScalePaths
 
 JSON = dict[str, Any]
 
@@ -172,6 +172,15 @@ def crd_types(crd: JSON) -> list[ResourceType]:
                 categories=tuple(names.get("categories") or ()),
                 has_generation=True,
                 printer_columns=printer_columns(v),
+                scale=_scale_paths(subs.get("scale")),
             )
         )
     return out
+
+
+def _scale_paths(scale: Any) -> ScalePaths | None:
+    if not isinstance(scale, dict):
+        return None
+    return ScalePaths(str(scale.get("specReplicasPath") or ""),
+                      str(scale.get("statusReplicasPath") or ""),
+                      str(scale.get("labelSelectorPath") or ""))

@@ -248,10 +248,8 @@ def _validate(value: Any, schema: JSON, path: str, causes: list[JSON]) -> None:
     if isinstance(value, str):
         _string(value, schema, path, causes)
     if isinstance(value, dict):
-        for req in schema.get("required") or []:
-            if req not in value:
-                causes.append(_status.cause("FieldValueRequired", "Required value",
-                                            _join(path, str(req))))
+        # kube-openapi's object validator walks the properties (in Go map order: here the
+        # value's) and only then checks the object's required ones (website_cases too-few)
         props = schema.get("properties") or {}
         extra = schema.get("additionalProperties")
         for key, item in value.items():
@@ -260,6 +258,10 @@ def _validate(value: Any, schema: JSON, path: str, causes: list[JSON]) -> None:
             sub = props.get(key, extra if isinstance(extra, dict) else None)
             if isinstance(sub, dict):
                 _validate(item, sub, _join(path, key), causes)
+        for req in schema.get("required") or []:
+            if req not in value:
+                causes.append(_status.cause("FieldValueRequired", "Required value",
+                                            _join(path, str(req))))
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
         for i, item in enumerate(value):
             _validate(item, schema["items"], f"{path}[{i}]", causes)

@@ -373,7 +373,7 @@ SCENARIOS = [
             "metadata": {"name": "w1"}, "spec": {"replicas": -1}}),
         kubectl("scale", "widgets.{group}/w1", "--replicas=3"),
         get(cr("widgets", "w1"), pick=("metadata.generation", "spec", "status")),
-    ), differs="the scale subresource of custom resources is not served"),
+    )),
     Scenario("crd-generation", "crds", (
         *install(crd("widgets", "Widget", obj(size=INT), status=obj(phase=STR))),
         post(cr("widgets"), widget("w1", {"size": 1}), pick=("metadata.generation",)),
