@@ -51,6 +51,7 @@ from watchkeeper.client import (
     TypedApi,
     Unauthorized,
     UnknownResource,
+    WebhookFailed,
     from_dict,
     to_dict,
 )
@@ -230,6 +231,7 @@ __all__ = [
     "Watcher",
     "WatcherUnhealthy",
     "WatchkeeperError",
+    "WebhookFailed",
     "Writer",
     "__version__",
     "conditions",

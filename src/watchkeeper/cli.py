@@ -379,6 +379,64 @@ def crd_command(targets: tuple[str, ...]) -> None:
     click.echo(manifests_yaml(manifests), nl=False)
 
 
+@main.command("webhooks")
+@click.argument("target", metavar="MODULE:ATTR")
+@click.option("--name", default=None, help="Name of the webhook configurations (default: "
+              "the names the server's WebhookCerts publishes the caBundle to, else the "
+              "Service's name).")
+@click.option("--service", default=None, help="The Service in front of the webhook server "
+              "(default: the WebhookCerts' service).")
+@click.option("--namespace", default=None, help="The Service's namespace (default: the "
+              "WebhookCerts' namespace).")
+@click.option("--port", default=443, show_default=True, type=click.IntRange(1, 65535),
+              help="The Service's port.")
+@click.option("--url", default=None, help="https://host:port instead of a Service (local "
+              "development: the API server calls this machine).")
+def webhooks_command(target: str, name: str | None, service: str | None,
+                     namespace: str | None, port: int, url: str | None) -> None:
+    """Print the Validating/MutatingWebhookConfiguration of a WebhookServer's admission
+    handlers, and the CRD of each conversion handler with its webhook stanza, as YAML for
+    ``kubectl apply -f -``. MODULE:ATTR (or path/to/file.py:ATTR) is a
+    wk.webhooks.WebhookServer. No caBundle: its CertificateManager publishes it.
+
+    Exit status: 2 when the target does not load, is no WebhookServer, or its handlers
+    cannot be registered as declared (the message names the path)."""
+    from watchkeeper._runner import RunError, load_target
+    from watchkeeper.webhooks import WebhookServer
+    from watchkeeper.webhooks.registration import (
+        Endpoint,
+        RegistrationError,
+        registration_manifests,
+    )
+
+    if ":" not in target:
+        fail(f"{target!r}: name the server, as module:attr or path/to/file.py:attr",
+             EXIT_SETUP)
+    try:
+        server = load_target(target)
+    except RunError as exc:
+        fail(str(exc), EXIT_SETUP)
+    except Exception as exc:  # the user's module failed while importing: say how, in one line
+        fail(f"cannot load {target}: {type(exc).__name__}: {exc}", EXIT_SETUP)
+    if not isinstance(server, WebhookServer):
+        fail(f"{target} is {server!r}, not a wk.webhooks.WebhookServer", EXIT_SETUP)
+    certs = server.certificates.config if server.certificates is not None else None
+    service = service or (certs.service if certs else None)
+    namespace = namespace or (certs.namespace if certs else None)
+    default = name or service or ""
+    validating = name or (certs.validating[0] if certs and certs.validating else default)
+    mutating = name or (certs.mutating[0] if certs and certs.mutating else default)
+    try:
+        endpoint = Endpoint(service, namespace, port, url)
+        if not (validating and mutating):
+            raise RegistrationError("name the webhook configurations: pass --name")
+        manifests = registration_manifests(server, endpoint, validating=validating,
+                                           mutating=mutating)
+    except (RegistrationError, wk.SchemaError) as exc:
+        fail(str(exc), EXIT_SETUP)
+    click.echo(manifests_yaml(manifests), nl=False)
+
+
 @main.command()
 @click.argument("url")
 def status(url: str) -> None:

@@ -18,6 +18,7 @@ from watchkeeper.client.errors import (
     Timeout,
     TooManyRequests,
     Unauthorized,
+    WebhookFailed,
 )
 from watchkeeper.client.models import ObjectMeta, OwnerReference, from_dict, to_dict
 from watchkeeper.client.resource import BUILTINS, Resource, UnknownResource
@@ -56,6 +57,7 @@ __all__ = [
     "Unauthorized",
     "UnknownResource",
     "WatchStream",
+    "WebhookFailed",
     "from_dict",
     "to_dict",
 ]

@@ -35,6 +35,7 @@ __all__ = [
     "Timeout",
     "TooManyRequests",
     "Unauthorized",
+    "WebhookFailed",
     "error_from_response",
     "error_from_status",
 ]
@@ -52,7 +53,9 @@ class ApiError(WatchkeeperError):
     """A failed request to the API server.
 
     ``code`` is the HTTP status (None when no response came back), ``reason`` the
-    Kubernetes Status reason (``Forbidden``, ``NotFound``...), ``details`` the Status details.
+    Kubernetes Status reason (``Forbidden``, ``NotFound``...), ``details`` the Status details,
+    ``webhook`` the name of the admission webhook that denied the request or could not be
+    called (None when no webhook was involved).
     """
 
     is_transient: ClassVar[bool] = False
@@ -75,6 +78,7 @@ class ApiError(WatchkeeperError):
         path: str = "",
         retry_after: float | None = None,
         status: dict[str, Any] | None = None,
+        webhook: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -85,6 +89,7 @@ class ApiError(WatchkeeperError):
         self.path = path
         self.retry_after = retry_after
         self.status = status
+        self.webhook = webhook
 
     def hint(self) -> str:
         """What a person should do about it; empty when there is nothing specific to say."""
@@ -125,6 +130,19 @@ class ServerError(ApiError):
     """The server failed (5xx): retry later."""
 
     is_transient = True
+
+
+class WebhookFailed(ServerError):
+    """500: the API server could not call an admission webhook whose failurePolicy is Fail
+    (down, unreachable, a bad certificate, too slow), so it refused the write; ``webhook``
+    names it. Transient like any 5xx: the write succeeds once the webhook answers again."""
+
+    def hint(self) -> str:
+        return (
+            f'The admission webhook "{self.webhook}" could not be called: is its server '
+            "running and reachable from the API server, with a certificate the caBundle "
+            "of its configuration trusts?"
+        )
 
 
 class TooManyRequests(ApiError):
@@ -322,6 +340,21 @@ def _status_code(value: Any, reason: str) -> int:
     return _REASON_CODES.get(reason, 500)
 
 
+_WEBHOOK_FAILED = re.compile(r'failed calling webhook "(?P<name>[^"]+)"')
+_WEBHOOK_DENIED = re.compile(r'admission webhook "(?P<name>[^"]+)" denied the request')
+
+
+def _webhook(message: str) -> tuple[str | None, bool]:
+    """The webhook a Status message names, and whether it could not be called (rather
+    than denying): kube-apiserver's words, ``failed calling webhook "<name>": ...`` and
+    ``admission webhook "<name>" denied the request: ...``."""
+    if m := _WEBHOOK_FAILED.search(message):
+        return m["name"], True
+    if m := _WEBHOOK_DENIED.search(message):
+        return m["name"], False
+    return None, False
+
+
 def error_from_status(
     status: dict[str, Any], *, method: str = "", path: str = "", headers: Any = None
 ) -> ApiError:
@@ -330,6 +363,9 @@ def error_from_status(
     code = _status_code(status.get("code"), reason)
     message = _text(status.get("message")) or reason or f"HTTP {code}"
     cls = _class_for(code, reason)
+    webhook, call_failed = _webhook(message)
+    if call_failed and cls is ServerError:
+        cls = WebhookFailed
     return cls(
         message,
         code=code,
@@ -339,6 +375,7 @@ def error_from_status(
         path=path,
         retry_after=_retry_after(headers, status),
         status=status,
+        webhook=webhook,
     )
 
 

@@ -25,6 +25,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from watchkeeper.client.models import from_dict, to_dict
 from watchkeeper.webhooks.jsonpatch import diff
+from watchkeeper.webhooks.rules import Rules
 from watchkeeper.webhooks.stats import HandlerStats
 
 __all__ = ["AdmissionHandler", "AdmissionRequest", "Denied", "review_admission"]
@@ -68,7 +69,8 @@ class AdmissionRequest(Generic[T]):
 @dataclass
 class AdmissionHandler:
     """One registered handler: ``mutating`` or validating, ``model`` to get typed objects,
-    ``timeout`` seconds, ``failure_policy`` when it raises or times out."""
+    ``timeout`` seconds, ``failure_policy`` when it raises or times out; ``rules``: which
+    requests the API server sends it (its registration, ``watchkeeper webhooks``)."""
 
     path: str
     fn: Handler
@@ -76,6 +78,7 @@ class AdmissionHandler:
     model: type | None = None
     timeout: float = 10.0
     failure_policy: Literal["Fail", "Ignore"] = "Fail"
+    rules: Rules = field(default_factory=Rules)
     stats: HandlerStats = field(default_factory=HandlerStats)
 
     def __post_init__(self) -> None:

@@ -22,7 +22,7 @@ import json
 import logging
 import socket
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from aiohttp import web
@@ -32,6 +32,7 @@ from watchkeeper.typed.models import CustomResource
 from watchkeeper.webhooks.admission import AdmissionHandler, Handler, review_admission
 from watchkeeper.webhooks.certs import CertificateManager
 from watchkeeper.webhooks.conversion import ConversionHandler, review_conversion
+from watchkeeper.webhooks.rules import Rules, rules
 from watchkeeper.webhooks.tls import ServingTLS
 
 __all__ = ["WebhookServer", "WebhookServerDown"]
@@ -82,27 +83,60 @@ class WebhookServer:
             raise RuntimeError("register webhooks before the server starts")
 
     def _admission(self, path: str, mutating: bool, model: type | None, timeout: float,
-                   failure_policy: Literal["Fail", "Ignore"]) -> Callable[[Handler], Handler]:
+                   failure_policy: Literal["Fail", "Ignore"], rules: Rules,
+                   ) -> Callable[[Handler], Handler]:
         self._add_path(path)
 
         def register(fn: Handler) -> Handler:
             self.admission[path] = AdmissionHandler(path, fn, mutating, model, timeout,
-                                                    failure_policy)
+                                                    failure_policy, rules)
             return fn
 
         return register
 
     def validating(self, path: str, *, model: type | None = None, timeout: float = 10.0,
                    failure_policy: Literal["Fail", "Ignore"] = "Fail",
+                   name: str | None = None,
+                   operations: Sequence[str] | str = ("CREATE", "UPDATE"),
+                   resources: Sequence[str] | str = (),
+                   api_groups: Sequence[str] | str | None = None,
+                   api_versions: Sequence[str] | str | None = None,
+                   scope: Literal["*", "Namespaced", "Cluster"] = "*",
+                   object_selector: Mapping[str, Any] | None = None,
+                   namespace_selector: Mapping[str, Any] | None = None,
+                   side_effects: Literal["None", "NoneOnDryRun"] = "None",
+                   match_policy: Literal["Equivalent", "Exact"] = "Equivalent",
                    ) -> Callable[[Handler], Handler]:
-        """Decorate ``fn(request) -> None`` (raise ``Denied`` to refuse)."""
-        return self._admission(path, False, model, timeout, failure_policy)
+        """Decorate ``fn(request) -> None`` (raise ``Denied`` to refuse). The keywords after
+        ``failure_policy`` are its registration (``Rules``; ``watchkeeper webhooks`` prints
+        it): ``resources`` default to ``model``'s."""
+        return self._admission(path, False, model, timeout, failure_policy, rules(
+            name=name, operations=operations, resources=resources, api_groups=api_groups,
+            api_versions=api_versions, scope=scope, object_selector=object_selector,
+            namespace_selector=namespace_selector, side_effects=side_effects,
+            match_policy=match_policy))
 
     def mutating(self, path: str, *, model: type | None = None, timeout: float = 10.0,
                  failure_policy: Literal["Fail", "Ignore"] = "Fail",
+                 name: str | None = None,
+                 operations: Sequence[str] | str = ("CREATE", "UPDATE"),
+                 resources: Sequence[str] | str = (),
+                 api_groups: Sequence[str] | str | None = None,
+                 api_versions: Sequence[str] | str | None = None,
+                 scope: Literal["*", "Namespaced", "Cluster"] = "*",
+                 object_selector: Mapping[str, Any] | None = None,
+                 namespace_selector: Mapping[str, Any] | None = None,
+                 side_effects: Literal["None", "NoneOnDryRun"] = "None",
+                 match_policy: Literal["Equivalent", "Exact"] = "Equivalent",
+                 reinvocation_policy: Literal["Never", "IfNeeded"] = "Never",
                  ) -> Callable[[Handler], Handler]:
-        """Decorate ``fn(request) -> object | None`` (the changed object; None: unchanged)."""
-        return self._admission(path, True, model, timeout, failure_policy)
+        """Decorate ``fn(request) -> object | None`` (the changed object; None: unchanged);
+        its registration as for ``validating``, and ``reinvocation_policy``."""
+        return self._admission(path, True, model, timeout, failure_policy, rules(
+            name=name, operations=operations, resources=resources, api_groups=api_groups,
+            api_versions=api_versions, scope=scope, object_selector=object_selector,
+            namespace_selector=namespace_selector, side_effects=side_effects,
+            match_policy=match_policy, reinvocation_policy=reinvocation_policy))
 
     def conversion(self, path: str, *versions: type[CustomResource]) -> ConversionHandler:
         """Convert between ``versions`` (classes of one resource) with ``wk.convert``."""

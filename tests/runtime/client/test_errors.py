@@ -94,3 +94,41 @@ def test_plain_text_429_keeps_its_message() -> None:
     err = error_for("174")
     assert "Too many requests" in err.message
     assert "retrying after" in str(err)
+
+
+# -- admission webhooks: the error names the webhook -------------------------------------
+
+WEBHOOK_STATUSES: dict[str, Any] = json.loads(
+    (Path(__file__).with_name("webhook_statuses.json")).read_text())
+
+
+@pytest.mark.parametrize("case", ["unreachable_stopped_server", "unreachable_closed_port"])
+def test_a_webhook_that_cannot_be_called_is_webhook_failed_naming_it(case: str) -> None:
+    recorded = WEBHOOK_STATUSES[case]
+    err = error_from_response(recorded["http_code"], json.dumps(recorded["body"]).encode(),
+                              method="POST", path="/api/v1/namespaces/x/configmaps")
+    assert type(err) is wk.WebhookFailed and isinstance(err, wk.ServerError)
+    assert err.is_transient and err.code == 500 and err.reason == "InternalError"
+    assert err.webhook == recorded["webhook"]
+    assert f'admission webhook "{recorded["webhook"]}" could not be called' in str(err)
+
+
+def test_a_webhooks_denial_keeps_the_class_of_its_code_and_names_the_webhook() -> None:
+    recorded = WEBHOOK_STATUSES["denied_422"]
+    err = error_from_response(recorded["http_code"], json.dumps(recorded["body"]).encode())
+    assert type(err) is wk.Invalid and err.code == 422
+    assert err.webhook == "guard.errors.example.com"
+    # the same denial with the handler's default code (403) is a Forbidden naming it
+    forbidden = error_from_status({**recorded["body"], "code": 403})
+    assert type(forbidden) is wk.Forbidden and forbidden.webhook == "guard.errors.example.com"
+
+
+def test_a_denial_with_code_500_is_no_webhook_failure_and_other_errors_name_no_webhook(
+) -> None:
+    denied = WEBHOOK_STATUSES["denied_422"]["body"]
+    err = error_from_status({**denied, "code": 500})
+    assert type(err) is wk.ServerError and err.webhook == "guard.errors.example.com"
+    plain = error_from_status({"kind": "Status", "code": 500, "reason": "InternalError",
+                               "message": "Internal error occurred: etcdserver: timeout"})
+    assert type(plain) is wk.ServerError and plain.webhook is None
+    assert error_for("074").webhook is None
