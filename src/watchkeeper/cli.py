@@ -344,19 +344,25 @@ def manifests_yaml(manifests: list[dict[str, Any]]) -> str:
                          explicit_start=True)
 
 
-def _load_resource_class(target: str) -> type[wk.CustomResource]:
-    """``module:Class`` or ``file.py:Class``, which must be a ``wk.CustomResource``."""
+def _load_named(target: str, what: str, attr: str = "attr") -> object:
+    """The object ``module:attr`` or ``path/to/file.py:attr`` names; a target that names
+    none, or does not load, is one ``error:`` line and exit 2."""
     from watchkeeper._runner import RunError, load_target
 
     if ":" not in target:
-        fail(f"{target!r}: name the class, as module:Class or path/to/file.py:Class",
+        fail(f"{target!r}: name the {what}, as module:{attr} or path/to/file.py:{attr}",
              EXIT_SETUP)
     try:
-        obj = load_target(target)
+        return load_target(target)
     except RunError as exc:
         fail(str(exc), EXIT_SETUP)
     except Exception as exc:  # the user's module failed while importing: say how, in one line
         fail(f"cannot load {target}: {type(exc).__name__}: {exc}", EXIT_SETUP)
+
+
+def _load_resource_class(target: str) -> type[wk.CustomResource]:
+    """``module:Class`` or ``file.py:Class``, which must be a ``wk.CustomResource``."""
+    obj = _load_named(target, "class", "Class")
     if not (isinstance(obj, type) and issubclass(obj, wk.CustomResource)):
         fail(f"{target} is {obj!r}, not a wk.CustomResource class", EXIT_SETUP)
     return obj
@@ -401,7 +407,6 @@ def webhooks_command(target: str, name: str | None, service: str | None,
 
     Exit status: 2 when the target does not load, is no WebhookServer, or its handlers
     cannot be registered as declared (the message names the path)."""
-    from watchkeeper._runner import RunError, load_target
     from watchkeeper.webhooks import WebhookServer
     from watchkeeper.webhooks.registration import (
         Endpoint,
@@ -409,15 +414,7 @@ def webhooks_command(target: str, name: str | None, service: str | None,
         registration_manifests,
     )
 
-    if ":" not in target:
-        fail(f"{target!r}: name the server, as module:attr or path/to/file.py:attr",
-             EXIT_SETUP)
-    try:
-        server = load_target(target)
-    except RunError as exc:
-        fail(str(exc), EXIT_SETUP)
-    except Exception as exc:  # the user's module failed while importing: say how, in one line
-        fail(f"cannot load {target}: {type(exc).__name__}: {exc}", EXIT_SETUP)
+    server = _load_named(target, "server")
     if not isinstance(server, WebhookServer):
         fail(f"{target} is {server!r}, not a wk.webhooks.WebhookServer", EXIT_SETUP)
     certs = server.certificates.config if server.certificates is not None else None

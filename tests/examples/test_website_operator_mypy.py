@@ -5,11 +5,11 @@ operator with a planted type error fails, naming that error and no other."""
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
-from mypy import api as mypy_api
+
+from runtime.typed.mypy_strict import run_mypy as _mypy
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -41,14 +41,6 @@ PLANTED = {
 }
 
 
-def _mypy(path: Path, cache: Path) -> tuple[str, int]:
-    limit = sys.getrecursionlimit()  # mypy raises it for the whole process: put it back
-    try:
-        out, err, status = mypy_api.run(["--strict", "--no-error-summary", "--cache-dir",
-                                         str(cache), str(path)])
-    finally:
-        sys.setrecursionlimit(limit)
-    return out + err, status
 
 
 @pytest.fixture(scope="module")

@@ -3,11 +3,11 @@ same module with a planted type error fails, naming it."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
-from mypy import api as mypy_api
+
+from .mypy_strict import run_mypy as _mypy
 
 OPERATOR = Path(__file__).with_name("typed_operator.py")
 VERSIONS = Path(__file__).with_name("versions.py")
@@ -37,14 +37,6 @@ PLANTED = {
 }
 
 
-def _mypy(path: Path, cache: Path) -> tuple[str, int]:
-    limit = sys.getrecursionlimit()  # mypy raises it for the whole process: put it back,
-    try:  # tests of deep-nesting limits (test_config_hostile) run in this process too
-        out, err, status = mypy_api.run(["--strict", "--no-error-summary", "--cache-dir",
-                                         str(cache), str(path)])
-    finally:
-        sys.setrecursionlimit(limit)
-    return out + err, status
 
 
 @pytest.fixture(scope="module")
