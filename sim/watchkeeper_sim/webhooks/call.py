@@ -1,0 +1,130 @@
+"""One HTTPS POST to a webhook, as kube-apiserver makes it.
+
+Admission and conversion share it: the client config (``url`` or ``service``), the caBundle
+as the only trust for the webhook's certificate, the ``?timeout=Ns`` query the API server
+adds, and failures phrased as Go's ``net/http`` phrases them (``Post "<url>": <cause>``), since
+the API server quotes that text in the errors its clients see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import ssl
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+JSON = dict[str, Any]
+
+#: maps a ``service`` client config to a base URL (``https://host:port``) or None: the
+#: simulator has no cluster network, so by default a service reference is unreachable
+ServiceResolver = Callable[[JSON], "str | None"]
+
+
+class WebhookCallError(Exception):
+    """The webhook could not be called or answered with something unusable; ``str()`` is
+    the cause as kube-apiserver words it (quoted after ``failed to call webhook: ``)."""
+
+
+def _format_timeout(seconds: float) -> str:
+    whole = int(seconds)
+    return f"{whole}s" if whole == seconds else f"{seconds:g}s"
+
+
+def target_url(config: JSON, timeout: float, resolve_service: ServiceResolver) -> str:
+    """The URL the API server posts to, with the ``timeout`` query it appends."""
+    if "url" in config:
+        base = str(config["url"])
+    else:
+        service = config.get("service") or {}
+        resolved = resolve_service(service)
+        name = f"{service.get('name')}.{service.get('namespace')}.svc"
+        if resolved is None:
+            raise WebhookCallError(
+                f'Post "https://{name}:{service.get("port", 443)}'
+                f'{service.get("path") or ""}?timeout={_format_timeout(timeout)}": '
+                f"service {service.get('namespace')}/{service.get('name')} is not reachable "
+                "from the simulator (it has no cluster network; use a url: client config)")
+        base = resolved.rstrip("/") + str(service.get("path") or "")
+    sep = "&" if "?" in base else "?"
+    return f"{base}{sep}timeout={_format_timeout(timeout)}"
+
+
+def _tls_context(config: JSON) -> ssl.SSLContext:
+    bundle = config.get("caBundle")
+    context = ssl.create_default_context()
+    if bundle:
+        try:
+            pem = base64.b64decode(bundle, validate=True).decode("ascii")
+        except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+            raise WebhookCallError(f"invalid caBundle: {exc}") from exc
+        context = ssl.create_default_context(cadata=pem)
+    return context
+
+
+def _cause(exc: BaseException, host: str) -> str:
+    """Go's words for the common failures, so errors read as a real cluster's do."""
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+        return "context deadline exceeded"
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return ("tls: failed to verify certificate: x509: certificate signed by unknown "
+                "authority")
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return f"tls: {exc}"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        if isinstance(exc.os_error, ConnectionRefusedError):
+            return f"dial tcp {host}: connect: connection refused"
+        return f"dial tcp {host}: {exc.os_error}"
+    return str(exc) or type(exc).__name__
+
+
+class WebhookCaller:
+    """Posts JSON reviews; one session per simulator, closed with it."""
+
+    def __init__(self, resolve_service: ServiceResolver | None = None) -> None:
+        self._resolve_service: ServiceResolver = resolve_service or (lambda _service: None)
+        self._session: aiohttp.ClientSession | None = None
+
+    async def post(self, config: JSON, review: JSON, timeout: float) -> JSON:
+        """The webhook's answer as JSON, or :class:`WebhookCallError` (its text as the API
+        server's). ``timeout`` bounds the whole call, as the webhook's timeoutSeconds does."""
+        url = target_url(config, timeout, self._resolve_service)
+        parts = urlsplit(url)
+        if parts.scheme != "https":
+            raise WebhookCallError(f'Post "{url}": webhook URL must use https, not {parts.scheme}')
+        host = parts.netloc
+        context = _tls_context(config)
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        body = json.dumps(review).encode()
+        try:
+            async with asyncio.timeout(timeout):
+                async with self._session.post(
+                    url, data=body, ssl=context,
+                    headers={"Content-Type": "application/json", "Accept": "application/json"},
+                ) as response:
+                    raw = await response.read()
+                    status = response.status
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise WebhookCallError(f'Post "{url}": {_cause(exc, host)}') from exc
+        if status != 200:
+            raise WebhookCallError(
+                f"the server responded with the status code {status} but did not return "
+                "more information")
+        try:
+            answer = json.loads(raw)
+        except ValueError as exc:
+            raise WebhookCallError(f"failed to decode the webhook's response: {exc}") from exc
+        if not isinstance(answer, dict):
+            raise WebhookCallError("the webhook's response is not a JSON object")
+        return answer
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
