@@ -646,7 +646,7 @@ class Handlers:
         if causes:
             raise StoreError(_status.invalid_options("DeleteOptions", causes))
         dry = dry_run or "All" in dry_values
-        stored, _ = await self._current(rt, ns, name)
+        stored = self.store.peek(rt, ns, name) if self._conversion(rt) is not None else None
         body = self.registry.delete(
             rt, ns, name, uid=str(pre.get("uid") or ""),
             resource_version=str(pre.get("resourceVersion") or ""),

@@ -253,3 +253,24 @@ async def test_a_crd_whose_review_versions_lack_v1_is_refused(
     want = load(1)["response"]
     assert (status, body["message"]) == (want["status"], want["body"]["message"])
     assert body["details"]["causes"] == want["body"]["details"]["causes"]
+
+
+async def test_an_apply_and_a_deletecollection_at_the_other_version_go_through_the_webhook(
+        world: Hook, req: Req, apiserver: ApiServer) -> None:
+    hook = world
+    apply = {"Content-Type": "application/apply-patch+yaml"}
+    params = {"fieldManager": "tester"}
+    status, body, _ = await req("PATCH", path("v2", "g-s"), json=gadget("v2", "g-s", 4),
+                                headers=apply, params=params)
+    assert (status, body["apiVersion"], body["spec"]) == (201, V2, {"replicas": 4})
+    (rt,) = [t for t in apiserver.store.types.values() if t.group == GROUP][:1]
+    assert apiserver.store.get(rt, NS, "g-s")["spec"] == {"size": 4}
+    status, body, _ = await req("PATCH", path("v2", "g-s"), json=gadget("v2", "g-s", 9),
+                                headers=apply, params=params)
+    assert (status, body["spec"], body["metadata"]["generation"]) == (200, {"replicas": 9}, 2)
+    assert apiserver.store.get(rt, NS, "g-s")["spec"] == {"size": 9}
+    hook.received.clear()
+    status, body, _ = await req("DELETE", path("v2"))
+    assert status == 200
+    assert [(i["apiVersion"], i["spec"]) for i in body["items"]] == [(V2, {"replicas": 9})]
+    assert hook.reviews() == [(V2, [(V1, "g-s", {"size": 9})])]
