@@ -67,6 +67,8 @@ from watchkeeper_sim.storage.gc import GarbageCollector
 from watchkeeper_sim.storage.registry import Registry, present
 from watchkeeper_sim.storage.resources import BUILTIN_TYPES
 from watchkeeper_sim.storage.store import ObjectStore, StoreError
+from watchkeeper_sim.webhooks.call import WebhookCaller
+from watchkeeper_sim.webhooks.conversion import Converter
 from watchkeeper_sim.wire import body as _wire
 from watchkeeper_sim.wire import http as _http
 from watchkeeper_sim.wire.http import Route, parse_path, verb_of
@@ -227,6 +229,9 @@ class ApiServer:
             self._stopping,
         )
         self.handlers.subresources[("", "serviceaccounts", "token")] = self._token_request
+        # CRD conversion webhooks, called over HTTPS as kube-apiserver calls them
+        self.conversion = Converter(WebhookCaller())
+        self.handlers.converter = self.conversion
         Reviews(self.rbac, self.handlers.read_body, self.registry.now).register(
             self.handlers.subresources)
         self._tls = ServerTLS() if tls else None
@@ -286,6 +291,7 @@ class ApiServer:
             self._opening = None
             self._close_listener()
         self.registry.cancel_background()
+        await self.conversion.caller.close()
         if self._runner is not None:
             self._abort_connections()
             with contextlib.suppress(Exception):

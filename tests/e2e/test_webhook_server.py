@@ -165,8 +165,6 @@ class GadgetSpecV2(wk.Schema):
 async def test_a_crds_objects_are_converted_by_the_webhook_when_read_at_another_version(
     client: wk.Client, namespace: str,
 ) -> None:
-    if await on_simulator(client):
-        pytest.xfail(SIMULATOR_CALLS_NO_WEBHOOKS)
     group = f"{namespace}.example.com"
 
     @wk.custom_resource(group=group, version="v1", kind="Gadget", storage=True)

@@ -10,6 +10,7 @@ representation the Accept header negotiates (JSON, YAML, Table, PartialObjectMet
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -33,8 +34,11 @@ from watchkeeper_sim.model import JSON, ResourceType
 from watchkeeper_sim.storage import metavalid as _metavalid
 from watchkeeper_sim.storage import validation as _validation
 from watchkeeper_sim.storage.registry import Registry, present
+from watchkeeper_sim.storage.resources import CRD_GROUP
 from watchkeeper_sim.storage.selectors import SelectorError, matcher
 from watchkeeper_sim.storage.store import ObjectStore, RVTooLarge, StoreError, parse_rv
+from watchkeeper_sim.webhooks import conversion as _conversion
+from watchkeeper_sim.webhooks.conversion import ConversionFailed, Converter, WebhookConversion
 from watchkeeper_sim.wire import http as _http
 from watchkeeper_sim.wire.http import Route
 
@@ -251,6 +255,8 @@ class Handlers:
         self.stopping = stopping
         self.watches: set[OpenWatch] = set()
         self.subresources: dict[tuple[str, str, str], SubresourceHandler] = {}  # group, plural, sub
+        # calls CRD conversion webhooks; None: custom resources only change apiVersion
+        self.converter: Converter | None = None
 
     # ---- routing ---------------------------------------------------------------------------
 
@@ -313,32 +319,98 @@ class Handlers:
         try:
             if verb == "get":
                 out = negotiate(request.headers.get("Accept"), q, rt, is_list=False)
-                obj = present(self.store.get(rt, ns, route.name), rt)
+                obj = await self._served(rt, self.store.get(rt, ns, route.name))
                 return object_response(out, rt, obj)
             if verb in ("list", "watch"):
                 return await self._collection(request, rt, ns or None, verb == "watch", route)
             if verb == "create":
                 check = self._field_check(q, "CreateOptions")
                 body = await self._body(request, rt, check)
-                obj = self.registry.create(rt, ns, body, manager=manager, dry_run=dry_run,
-                                           check=check)
+                conv = self._conversion(rt)
+                converting = conv is not None and rt.version != conv.storage_version
+                obj = self.registry.create(rt, ns, body, manager=manager,
+                                           dry_run=dry_run or converting, check=check)
+                if converting:
+                    obj = await self._store_converted(rt, None, obj, dry_run)
                 return _warned(_http.json_response(obj, 201), check)
             if verb == "update":
                 check = self._field_check(q, "UpdateOptions")
                 body = await self._body(request, rt, check)
+                stored, current = await self._current(rt, ns, route.name, must_exist=True)
+                converting = stored is not None and self._converting(rt)
                 obj = self.registry.update(rt, ns, route.name, body, manager=manager,
-                                           subresource=route.subresource, dry_run=dry_run,
-                                           check=check)
+                                           subresource=route.subresource,
+                                           dry_run=dry_run or converting, check=check,
+                                           current=current)
+                if converting:
+                    obj = await self._store_converted(rt, stored, obj, dry_run)
                 return _warned(_http.json_response(obj), check)
             if verb == "patch":
                 return await self._patch(request, rt, ns, route, dry_run)
             if verb == "delete":
                 return await self._delete(request, rt, ns, route.name, dry_run)
             if verb == "deletecollection":
-                return self._delete_collection(request, rt, ns or None, dry_run)
+                return await self._delete_collection(request, rt, ns or None, dry_run)
         except StoreError as exc:
             return _http.error_response(exc)
         return _http.status_response(_status.method_not_allowed())
+
+    # ---- CRD conversion webhooks ---------------------------------------------------------
+
+    def _conversion(self, rt: ResourceType) -> WebhookConversion | None:
+        """The webhook conversion of a custom resource's CRD, or None (apiVersion only)."""
+        if not rt.is_custom or self.converter is None:
+            return None
+        crds = self.store.lookup(CRD_GROUP, "v1", "customresourcedefinitions")
+        crd = None if crds is None else self.store.peek(crds, "", f"{rt.plural}.{rt.group}")
+        return _conversion.of_crd(crd)
+
+    def _converting(self, rt: ResourceType) -> bool:
+        """A write at a version that is not the storage version: through the webhook."""
+        conv = self._conversion(rt)
+        return conv is not None and rt.version != conv.storage_version
+
+    async def _at_version(self, conv: WebhookConversion, obj: JSON, api_version: str) -> JSON:
+        assert self.converter is not None
+        try:
+            return await self.converter.convert(conv, obj, api_version)
+        except ConversionFailed as exc:  # a reason-less 500, as kube-apiserver answers
+            raise StoreError(_status.internal(str(exc))) from None
+
+    async def _converted(self, rt: ResourceType, obj: JSON) -> JSON:
+        """A stored object at ``rt``'s version: the webhook's work when the CRD has one and
+        the object is stored at another version (an older storage version too)."""
+        conv = self._conversion(rt)
+        if conv is None:
+            return obj
+        return await self._at_version(conv, obj, rt.group_version)
+
+    async def _served(self, rt: ResourceType, obj: JSON) -> JSON:
+        return present(await self._converted(rt, obj), rt)
+
+    async def _current(self, rt: ResourceType, ns: str, name: str, must_exist: bool = False
+                       ) -> tuple[JSON | None, JSON | None]:
+        """Before a write through a conversion webhook: the stored object and the same at the
+        request's version (which the write is computed against); (None, None) otherwise."""
+        if self._conversion(rt) is None:
+            return None, None
+        stored = self.store.get(rt, ns, name) if must_exist else self.store.peek(rt, ns, name)
+        if stored is None:
+            return None, None
+        return stored, await self._converted(rt, stored)
+
+    async def _store_converted(self, rt: ResourceType, stored: JSON | None, preview: JSON,
+                               dry_run: bool) -> JSON:
+        """The tail of a write at a non-storage version: the dry run's object converted to
+        the storage version, stored, and answered converted back."""
+        if dry_run:
+            return preview
+        conv = self._conversion(rt)
+        assert conv is not None
+        storage = self.store.lookup(rt.group, conv.storage_version, rt.plural) \
+            or dataclasses.replace(rt, version=conv.storage_version)
+        new = await self._at_version(conv, preview, storage.group_version)
+        return await self._served(rt, self.registry.commit_converted(storage, stored, new))
 
     @staticmethod
     def _field_check(q: Any, options: str, causes: list[JSON] | None = None
@@ -415,12 +487,15 @@ class Handlers:
                 if attempt or not await self.store.wait_for_rv(exc.requested,
                                                                self.opts.too_large_rv_wait):
                     raise
+        items = result.items
+        if self._conversion(rt) is not None:  # one review per object, as from etcd
+            items = [await self._converted(rt, i) for i in items]
         meta: JSON = {"resourceVersion": result.resource_version}
         if result.continue_token:
             meta["continue"] = result.continue_token
         if result.remaining_item_count is not None:
             meta["remainingItemCount"] = result.remaining_item_count
-        return list_response(out, rt, result.items, meta)
+        return list_response(out, rt, items, meta)
 
     async def _watch(
         self, request: web.Request, rt: ResourceType, ns: str | None,
@@ -460,6 +535,7 @@ class Handlers:
             bookmark_lead=self.opts.bookmark_lead,
             initial_events_end_delay=self.opts.initial_events_end_delay,
             render=render,
+            convert=self._watch_converter(rt),
         )
         try:
             sub = self.store.subscribe(rt, ns, match, since=since)
@@ -480,6 +556,20 @@ class Handlers:
         finally:
             self.watches.discard(watch)
 
+    def _watch_converter(self, rt: ResourceType) -> Callable[[JSON], Awaitable[JSON | None]] | None:
+        """Each event's object through the webhook; None drops an event it cannot convert,
+        as kube-apiserver's watch cache leaves out what it cannot convert (file 028)."""
+        conv, converter = self._conversion(rt), self.converter
+        if conv is None or converter is None:
+            return None
+
+        async def convert(obj: JSON) -> JSON | None:
+            try:
+                return await converter.convert(conv, obj, rt.group_version)
+            except ConversionFailed:
+                return None
+        return convert
+
     # ---- writes ----------------------------------------------------------------------------
 
     async def _patch(
@@ -499,9 +589,14 @@ class Handlers:
         check = self._field_check(q, "PatchOptions", causes)
         if check.directive != "Ignore" and ptype != "apply":
             check.duplicates = _validation.duplicate_fields(raw)
+        stored, current = await self._current(rt, ns, route.name, must_exist=ptype != "apply")
+        converting = self._converting(rt)
         obj, code = self.registry.patch(
             rt, ns, route.name, ptype, body, manager=manager, subresource=route.subresource,
-            force=_http.query_bool(q, "force"), dry_run=dry_run, check=check)
+            force=_http.query_bool(q, "force"), dry_run=dry_run or converting, check=check,
+            current=current)
+        if converting:
+            obj = await self._store_converted(rt, stored, obj, dry_run)
         return _warned(_http.json_response(obj, code), check)
 
     async def _scale(self, request: web.Request, rt: ResourceType, ns: str, route: Route,
@@ -551,13 +646,16 @@ class Handlers:
         if causes:
             raise StoreError(_status.invalid_options("DeleteOptions", causes))
         dry = dry_run or "All" in dry_values
+        stored = self.store.peek(rt, ns, name) if self._conversion(rt) is not None else None
         body = self.registry.delete(
             rt, ns, name, uid=str(pre.get("uid") or ""),
             resource_version=str(pre.get("resourceVersion") or ""),
             propagation=str(propagation), dry_run=dry)
+        if stored is not None and body.get("kind") == rt.kind:  # the object, as stored
+            body = await self._served(rt, {**body, "apiVersion": stored["apiVersion"]})
         return _http.json_response(body)
 
-    def _delete_collection(
+    async def _delete_collection(
         self, request: web.Request, rt: ResourceType, ns: str | None, dry_run: bool
     ) -> web.Response:
         q = request.query
@@ -567,6 +665,8 @@ class Handlers:
             raise StoreError(_status.bad_request(str(exc))) from None
         listed_at = self.store.rv  # the list the deletions came from (file 123)
         gone = self.registry.delete_collection(rt, ns, match, dry_run=dry_run)
+        if self._conversion(rt) is not None:
+            gone = [await self._converted(rt, i) for i in gone]
         items = [list_item(rt, i) for i in gone]
         return _http.json_response({"kind": rt.list_kind, "apiVersion": rt.group_version,
                                     "metadata": {"resourceVersion": str(listed_at)},

@@ -10,7 +10,7 @@ synchronously, so a bookmark never claims an event the client has not been sent.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -36,6 +36,9 @@ class WatchOptions:
     initial_events_end_delay: float = 0.0  # the end-of-initial-events bookmark waits this long
     # turns each {"type", "object"} line into the negotiated representation (Table, ...)
     render: Callable[[JSON], JSON] | None = None
+    # a stored object at the watch's version through a CRD conversion webhook; None drops
+    # the event (one it cannot convert)
+    convert: Callable[[JSON], Awaitable[JSON | None]] | None = None
 
 
 @dataclass(eq=False)
@@ -153,6 +156,11 @@ class WatchStream:
         return {"type": ev.type, "object": present(ev.object, self.rt)}
 
     async def _event(self, ev: WatchEvent) -> None:
+        if self.opts.convert is not None and ev.type != "BOOKMARK":
+            obj = await self.opts.convert(ev.object)
+            if obj is not None:
+                await self._line({"type": ev.type, "object": present(obj, self.rt)})
+            return
         await self._line(self._event_line(ev))
 
     async def _replay(self, events: list[WatchEvent]) -> None:

@@ -427,8 +427,11 @@ class Registry:
         subresource: str = "",
         dry_run: bool = False,
         check: FieldCheck | None = None,
+        current: JSON | None = None,
     ) -> JSON:
-        """PUT on an object or its /status (no create-on-update: 404 like file 109)."""
+        """PUT on an object or its /status (no create-on-update: 404 like file 109).
+        ``current``: the stored object as seen at ``rt``'s version, when a conversion
+        webhook made that view (see ``commit_converted``)."""
         obj = self._check_body(rt, body)
         self._decode(rt, obj, check, whole_body=True)
         body_name = _meta(obj).get("name")
@@ -437,7 +440,7 @@ class Registry:
                 f"the name of the object ({body_name}) does not match the name on the URL "
                 f"({name})"))
         self._check_namespace(rt, namespace, obj, name)
-        old = self.store.get(rt, namespace, name)
+        old = current if current is not None else self.store.get(rt, namespace, name)
         expected = str(_meta(obj).get("resourceVersion") or "")
         if rt.is_custom and not expected:  # no unconditional update (crd-status-subresource)
             raise StoreError(_status.invalid(rt.plural, rt.group, name, [_status.cause(
@@ -560,19 +563,21 @@ class Registry:
         force: bool = False,
         dry_run: bool = False,
         check: FieldCheck | None = None,
+        current: JSON | None = None,
     ) -> tuple[JSON, int]:
-        """PATCH of any supported type; returns (object, HTTP status: 200, or 201 for apply)."""
+        """PATCH of any supported type; returns (object, HTTP status: 200, or 201 for apply).
+        ``current`` as for ``update``."""
         if patch_type == "apply":
             return self._apply(rt, namespace, name, body, manager=manager,
                                subresource=subresource, force=force, dry_run=dry_run,
-                               check=check)
+                               check=check, current=current)
         shape = {"merge": (dict, "map[string]interface {}"),
                  "json": (list, "[]handlers.jsonPatchOp")}.get(patch_type)
         if shape is not None and body is not None and not isinstance(body, shape[0]):
             raise StoreError(_status.bad_request(  # patch-errors, json-patch
                 f"error decoding patch: json: cannot unmarshal {_metavalid.json_type(body)} "
                 f"into Go value of type {shape[1]}"))
-        old = self.store.get(rt, namespace, name)
+        old = current if current is not None else self.store.get(rt, namespace, name)
         view = _events.view_of(rt, old)  # a patch is written against the served form
         try:
             if patch_type == "json":
@@ -612,6 +617,32 @@ class Registry:
         expected = str(_meta(new).get("resourceVersion") or "")
         return self._commit(rt, old, new, manager=manager, subresource=subresource,
                             expected_rv=expected, dry_run=dry_run), 200
+
+    def commit_converted(self, rt: ResourceType, old: JSON | None, new: JSON) -> JSON:
+        """Store what a dry run at a version other than the storage version computed, once
+        the conversion webhook turned it into the storage version (``rt``): the write's
+        checks ran in the dry run; here only what a write does to the store."""
+        new = clone(new)
+        meta = _meta(new)
+        if old is None:
+            meta["resourceVersion"] = ""
+            stored = self.store.insert(rt, _order_meta(new, rt))
+            if meta.get("ownerReferences"):
+                self._gc_notice()
+            return stored
+        old_meta = old["metadata"]
+        if _comparable(new) == _comparable(old):
+            return old
+        ns, name = obj_key(old)
+        if old_meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            self.store.remove(rt, ns, name, last=old)
+            self._after_removal(rt, old)
+            return new
+        meta["resourceVersion"] = old_meta.get("resourceVersion")
+        stored = self.store.replace(rt, new, str(old_meta.get("resourceVersion") or ""))
+        if meta.get("ownerReferences") != old_meta.get("ownerReferences"):
+            self._gc_notice()
+        return stored
 
     # ---- a custom resource's /scale ------------------------------------------------------
 
@@ -674,6 +705,7 @@ class Registry:
         force: bool,
         dry_run: bool,
         check: FieldCheck | None = None,
+        current: JSON | None = None,
     ) -> tuple[JSON, int]:
         if isinstance(config, dict):  # an apply names its type itself (ssa-invalid)
             kind, api_version = str(config.get("kind") or ""), str(config.get("apiVersion") or "")
@@ -694,7 +726,8 @@ class Registry:
         config_ns = str(cmeta.get("namespace") or "")
         self._check_namespace(rt, namespace, config, name)
         cmeta.pop("managedFields", None)
-        current = self.store.peek(rt, namespace, name)
+        if current is None:
+            current = self.store.peek(rt, namespace, name)
         now = self.now()
         try:
             result = _fields.apply(

@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from watchkeeper_sim.model import PrinterColumn, ResourceType, ScalePaths
+from watchkeeper_sim.status import go_quote
 
 JSON = dict[str, Any]
 
@@ -151,6 +152,7 @@ def crd_types(crd: JSON) -> list[ResourceType]:
     versions = spec.get("versions") or []
     if not versions:
         causes.append(("FieldValueRequired", "spec.versions", "Required value"))
+    causes += _conversion_causes(spec.get("conversion"))
     if causes:
         raise CRDError(causes)
     out = []
@@ -176,6 +178,19 @@ def crd_types(crd: JSON) -> list[ResourceType]:
             )
         )
     return out
+
+
+def _conversion_causes(conversion: Any) -> list[tuple[str, str, str]]:
+    """A webhook must speak a ConversionReview version the API server knows (file 001 of
+    tests/fixtures/apiserver-1.28-issue24-conversion)."""
+    if not isinstance(conversion, dict) or conversion.get("strategy") != "Webhook":
+        return []
+    review = (conversion.get("webhook") or {}).get("conversionReviewVersions")
+    if not isinstance(review, list) or any(v in ("v1", "v1beta1") for v in review):
+        return []
+    shown = "[]string{" + ", ".join(go_quote(str(v)) for v in review) + "}"
+    return [("FieldValueInvalid", "spec.conversion.conversionReviewVersions",
+             f"Invalid value: {shown}: must include at least one of v1, v1beta1")]
 
 
 def _scale_paths(scale: Any) -> ScalePaths | None:

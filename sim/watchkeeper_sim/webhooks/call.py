@@ -83,6 +83,17 @@ def _cause(exc: BaseException, host: str) -> str:
     return str(exc) or type(exc).__name__
 
 
+def _status_text(status: int, content_type: str, raw: bytes) -> str:
+    """client-go's words for a non-200 answer that is no Status (the API server's rest
+    client reads a webhook's answer): a 500 quotes a text body, else "unknown"."""
+    if status == 500:
+        text = raw.decode(errors="replace").strip() if content_type.startswith("text/") else ""
+        return (f'an error on the server ("{text or "unknown"}") has prevented the request '
+                "from succeeding")
+    return (f"the server responded with the status code {status} but did not return more "
+            "information")
+
+
 class WebhookCaller:
     """Posts JSON reviews; one session per simulator, closed with it."""
 
@@ -106,16 +117,16 @@ class WebhookCaller:
             async with asyncio.timeout(timeout):
                 async with self._session.post(
                     url, data=body, ssl=context,
-                    headers={"Content-Type": "application/json", "Accept": "application/json"},
+                    headers={"Content-Type": "application/json",
+                             "Accept": "application/json, */*",
+                             "User-Agent": "kube-apiserver-admission"},
                 ) as response:
                     raw = await response.read()
                     status = response.status
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             raise WebhookCallError(f'Post "{url}": {_cause(exc, host)}') from exc
         if status != 200:
-            raise WebhookCallError(
-                f"the server responded with the status code {status} but did not return "
-                "more information")
+            raise WebhookCallError(_status_text(status, response.content_type, raw))
         try:
             answer = json.loads(raw)
         except ValueError as exc:
