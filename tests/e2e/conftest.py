@@ -67,8 +67,7 @@ async def namespace(client: wk.Client) -> AsyncIterator[str]:
 
 
 SIMULATOR_CALLS_NO_WEBHOOKS = (
-    "the simulator stores webhook configurations but calls no admission or conversion "
-    "webhook yet (issue 24 item 6)")
+    "the simulator calls admission webhooks but no conversion webhook yet (issue 24 item 6)")
 
 
 async def on_simulator(client: wk.Client) -> bool:

@@ -19,6 +19,7 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
 from watchkeeper_sim import status as _status
+from watchkeeper_sim.api import admit as _admit
 from watchkeeper_sim.api.represent import (
     WatchRenderer,
     list_item,
@@ -32,6 +33,7 @@ from watchkeeper_sim.faults import Faults, RequestInfo
 from watchkeeper_sim.model import JSON, ResourceType
 from watchkeeper_sim.storage import metavalid as _metavalid
 from watchkeeper_sim.storage import validation as _validation
+from watchkeeper_sim.storage.clone import clone
 from watchkeeper_sim.storage.registry import Registry, present
 from watchkeeper_sim.storage.selectors import SelectorError, matcher
 from watchkeeper_sim.storage.store import ObjectStore, RVTooLarge, StoreError, parse_rv
@@ -251,6 +253,7 @@ class Handlers:
         self.stopping = stopping
         self.watches: set[OpenWatch] = set()
         self.subresources: dict[tuple[str, str, str], SubresourceHandler] = {}  # group, plural, sub
+        self.writes = _admit.AdmittedWrites(registry)  # ApiServer gives it the webhooks
 
     # ---- routing ---------------------------------------------------------------------------
 
@@ -279,6 +282,19 @@ class Handlers:
         return rt
 
     async def serve(
+        self,
+        request: web.Request,
+        route: Route,
+        verb: str,
+        manager: str,
+        info: RequestInfo,
+    ) -> web.StreamResponse:
+        response = await self._serve(request, route, verb, manager, info)
+        for value in _admit.warning_headers(request):  # admission webhooks' warnings
+            response.headers.add("Warning", value)
+        return response
+
+    async def _serve(
         self,
         request: web.Request,
         route: Route,
@@ -320,15 +336,21 @@ class Handlers:
             if verb == "create":
                 check = self._field_check(q, "CreateOptions")
                 body = await self._body(request, rt, check)
-                obj = self.registry.create(rt, ns, body, manager=manager, dry_run=dry_run,
-                                           check=check)
+                obj = await self.writes.create(request, rt, ns, body, manager=manager,
+                                               dry_run=dry_run, check=check)
                 return _warned(_http.json_response(obj, 201), check)
             if verb == "update":
                 check = self._field_check(q, "UpdateOptions")
                 body = await self._body(request, rt, check)
-                obj = self.registry.update(rt, ns, route.name, body, manager=manager,
-                                           subresource=route.subresource, dry_run=dry_run,
-                                           check=check)
+
+                def put(dry: bool, fc: _validation.FieldCheck) -> JSON:
+                    return self.registry.update(rt, ns, route.name, clone(body),
+                                                manager=manager, subresource=route.subresource,
+                                                dry_run=dry, check=fc)
+
+                obj = await self.writes.update(request, rt, ns, route.name, put,
+                                               manager=manager, subresource=route.subresource,
+                                               dry_run=dry_run, check=check)
                 return _warned(_http.json_response(obj), check)
             if verb == "patch":
                 return await self._patch(request, rt, ns, route, dry_run)
@@ -338,6 +360,8 @@ class Handlers:
                 return self._delete_collection(request, rt, ns or None, dry_run)
         except StoreError as exc:
             return _http.error_response(exc)
+        except _admit.Refused as exc:
+            return _http.status_response(exc.status)
         return _http.status_response(_status.method_not_allowed())
 
     @staticmethod
@@ -499,10 +523,25 @@ class Handlers:
         check = self._field_check(q, "PatchOptions", causes)
         if check.directive != "Ignore" and ptype != "apply":
             check.duplicates = _validation.duplicate_fields(raw)
-        obj, code = self.registry.patch(
-            rt, ns, route.name, ptype, body, manager=manager, subresource=route.subresource,
-            force=_http.query_bool(q, "force"), dry_run=dry_run, check=check)
-        return _warned(_http.json_response(obj, code), check)
+        codes: list[int] = []
+
+        def patch(dry: bool, fc: _validation.FieldCheck) -> JSON:
+            obj, code = self.registry.patch(
+                rt, ns, route.name, ptype, clone(body), manager=manager,
+                subresource=route.subresource, force=_http.query_bool(q, "force"), dry_run=dry,
+                check=fc)
+            codes.append(code)
+            return obj
+
+        if ptype == "apply" and not route.subresource \
+                and self.store.peek(rt, ns, route.name) is None:  # an apply that creates
+            obj = await self.writes.create(request, rt, ns, body, manager=manager,
+                                           dry_run=dry_run, check=check, original=patch)
+        else:
+            obj = await self.writes.update(request, rt, ns, route.name, patch, manager=manager,
+                                           subresource=route.subresource, dry_run=dry_run,
+                                           check=check)
+        return _warned(_http.json_response(obj, codes[-1]), check)
 
     async def _scale(self, request: web.Request, rt: ResourceType, ns: str, route: Route,
                      verb: str) -> web.Response:
@@ -551,10 +590,15 @@ class Handlers:
         if causes:
             raise StoreError(_status.invalid_options("DeleteOptions", causes))
         dry = dry_run or "All" in dry_values
-        body = self.registry.delete(
-            rt, ns, name, uid=str(pre.get("uid") or ""),
-            resource_version=str(pre.get("resourceVersion") or ""),
-            propagation=str(propagation), dry_run=dry)
+
+        def delete() -> JSON:
+            return self.registry.delete(
+                rt, ns, name, uid=str(pre.get("uid") or ""),
+                resource_version=str(pre.get("resourceVersion") or ""),
+                propagation=str(propagation), dry_run=dry)
+
+        body = await self.writes.delete(request, rt, ns, name, _admit.delete_options(opts, q),
+                                        dry, delete)
         return _http.json_response(body)
 
     def _delete_collection(

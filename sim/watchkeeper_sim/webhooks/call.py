@@ -83,6 +83,32 @@ def _cause(exc: BaseException, host: str) -> str:
     return str(exc) or type(exc).__name__
 
 
+_GO_TYPE_META = ('struct { APIVersion string "json:\\"apiVersion,omitempty\\""; '
+                 'Kind string "json:\\"kind,omitempty\\"" }')
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", list: "array", type(None): "null"}.get(type(value), "object")
+
+
+def decode(raw: bytes) -> JSON:
+    """The answer as JSON, refused as the client's decoder refuses what is no object; a
+    plain-text body too (recorded, issue 24 file 024: ``cannot unmarshal string``)."""
+    try:
+        answer: Any = json.loads(raw)
+    except ValueError:
+        answer = raw.decode(errors="replace")
+    if not isinstance(answer, dict):
+        raise WebhookCallError(
+            "couldn't get version/kind; json parse error: json: cannot unmarshal "
+            f"{_json_type(answer)} into Go value of type {_GO_TYPE_META}")
+    return answer
+
+
 class WebhookCaller:
     """Posts JSON reviews; one session per simulator, closed with it."""
 
@@ -116,13 +142,7 @@ class WebhookCaller:
             raise WebhookCallError(
                 f"the server responded with the status code {status} but did not return "
                 "more information")
-        try:
-            answer = json.loads(raw)
-        except ValueError as exc:
-            raise WebhookCallError(f"failed to decode the webhook's response: {exc}") from exc
-        if not isinstance(answer, dict):
-            raise WebhookCallError("the webhook's response is not a JSON object")
-        return answer
+        return decode(raw)
 
     async def close(self) -> None:
         if self._session is not None:
