@@ -66,6 +66,28 @@ def denial(hook: Hook, result: Any) -> JSON:
     return out
 
 
+def _apply(obj: JSON, ops: Any) -> Any:
+    """The webhook's JSON patch, its failure in the words of the API server's json-patch
+    library (evanphx/json-patch, recorded file 031) where the simulator knows them."""
+    if not isinstance(ops, list):
+        raise Refused(_internal("json: cannot unmarshal object into Go value of type "
+                                "jsonpatch.Patch"))
+    for op in ops:
+        try:
+            obj = json_patch(obj, [op])
+        except PatchError as exc:
+            kind = op.get("op") if isinstance(op, dict) else None
+            path = op.get("path") if isinstance(op, dict) else None
+            if kind in ("add", "remove") and isinstance(path, str):
+                raise Refused(_internal(f'{kind} operation does not apply: doc is missing '
+                                        f'path: "{path}": missing value')) from None
+            if kind == "replace" and isinstance(path, str):
+                raise Refused(_internal("replace operation does not apply: doc is missing "
+                                        f"key: {path}: missing value")) from None
+            raise Refused(_internal(str(exc))) from None
+    return obj
+
+
 class Admission:
     """The admission webhooks of one simulator: which a request reaches, and the calls."""
 
@@ -166,10 +188,7 @@ class Admission:
             raise Refused(_internal(
                 f'failed calling webhook "{hook.name}": unsupported patch type '
                 f'"{called[0].get("patchType")}"'))
-        try:
-            patched = json_patch(obj, ops)
-        except PatchError as exc:
-            raise Refused(_internal(str(exc))) from None
+        patched = _apply(obj, ops)
         if not isinstance(patched, dict):
             raise Refused(_internal("the patched object is not an object"))
         return patched, patched != obj
