@@ -7,6 +7,7 @@ import asyncio
 import base64
 import datetime as dt
 import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ class Call:
     path: str
     query: str
     review: JSON
+    at: float = field(default_factory=time.monotonic)  # when it arrived
 
     @property
     def request(self) -> JSON:

@@ -2,15 +2,16 @@
 
 Mutating webhooks one after another (configurations by name), each JSON patch applied
 before the next call; a webhook with ``reinvocationPolicy: IfNeeded`` is called once more
-when a later one changed the object. Validating webhooks all run (concurrently on a real
-server; here one after another, which shows the same outcome: every one is called, the
-first refusal in order is the answer). A refusal is :class:`Refused` with the Status the
+when a later one changed the object. Validating webhooks are all called at once, as on a
+real server; the first refusal in their order is the answer (a real server takes the
+first to arrive). A refusal is :class:`Refused` with the Status the
 API server answers; the webhooks' warnings are collected for the ``Warning`` headers, also
 of a refused request. ``matchConditions`` (beta in 1.28) are not evaluated.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
@@ -195,15 +196,23 @@ class Admission:
 
     async def validate(self, attrs: Attributes, obj: JSON | None, old: JSON | None,
                        warnings: list[str]) -> None:
-        """Every validating webhook the request reaches; the first refusal is raised."""
+        """Every validating webhook the request reaches, all at once as the dispatcher calls
+        them (the request waits for the last); the first refusal in their order is raised,
+        their warnings are kept in that order."""
         hooks = [h for h in hooks_of(self._configurations(False), False)
                  if self._called(h, attrs, obj, old)]
-        first: Refused | None = None
-        for hook in hooks:
-            try:
-                await self._call(hook, attrs, obj, old, warnings)
-            except Refused as exc:
-                first = first or exc
-        if first is not None:
-            raise first
 
+        async def one(hook: Hook, said: list[str]) -> Refused | None:
+            try:
+                await self._call(hook, attrs, obj, old, said)
+            except Refused as exc:
+                return exc
+            return None
+
+        said: list[list[str]] = [[] for _ in hooks]
+        outcomes = await asyncio.gather(*(one(h, w) for h, w in zip(hooks, said, strict=True)))
+        for lines in said:
+            warnings.extend(lines)
+        refused = [r for r in outcomes if r is not None]
+        if refused:
+            raise refused[0]
