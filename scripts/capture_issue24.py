@@ -146,6 +146,12 @@ BEHAVIOURS: dict[str, Behaviour] = {
     "/wrong-uid": _wrong_uid,
     "/wrong-version": _wrong_version,
     "/not-json": lambda r: asyncio.sleep(0, web.Response(text="hello", content_type="text/plain")),
+    "/http-500": lambda r: asyncio.sleep(0, web.Response(status=500, text="boom")),
+    "/type-no-patch": lambda r: _json(r, patchType="JSONPatch"),
+    "/merge-patch": lambda r: _json(r, patchType="Merge", patch=base64.b64encode(
+        b'{"metadata":{"labels":{"m":"1"}}}').decode()),
+    "/deny-403": lambda r: _deny(r, {"code": 403, "reason": "Forbidden",
+                                     "message": "not you"}),
 }
 
 
@@ -214,7 +220,9 @@ class Capture:
             "title": f"{method} {path}: {title}", "server": SERVER_NOTE,
             "webhook_configurations": [
                 {**c, "webhooks": [{**w, "clientConfig": {
-                    "url": w["clientConfig"]["url"].replace(str(self.hooks.port), "<port>")}}
+                    "url": w["clientConfig"]["url"].replace(str(self.hooks.port), "<port>"),
+                    **({"caBundle": "<the webhook server's CA>"}
+                       if "caBundle" in w["clientConfig"] else {})}}
                     for w in c["webhooks"]]} for c in self.configs],
             "request": {"method": method, "path": path, "query": query or {},
                         "content_type": content_type, "body": body},
@@ -334,8 +342,36 @@ async def main(kubeconfig: str, out: Path) -> None:
             await cap.record(s, "object selector matches", "POST", cms,
                              {**cm("guarded"), "metadata": {"name": "guarded",
                                                             "labels": {"guard": "on"}}})
+            # 9: more failures: an HTTP 500, no caBundle, odd mutating answers, a 403
+            for path, mutating, trusted in (("/http-500", False, True), ("/allow", False, False),
+                                            ("/type-no-patch", True, True),
+                                            ("/merge-patch", True, True),
+                                            ("/deny-403", False, True)):
+                spec = hook("odd.adm.example.com", h.url(path), ns)
+                if trusted:
+                    spec = with_ca(spec)
+                config = [{"metadata": {"name": "adm-odd"}, "webhooks": [spec]}]
+                await cap.configure(s, config if mutating else [], [] if mutating else config)
+                title = path[1:] if trusted else "no caBundle"
+                await cap.record(s, f"{'mutating' if mutating else 'validating'} {title}",
+                                 "POST", cms, cm("odd"))
+            # 10: a cluster-scoped object: the namespaceSelector does not exempt it
+            await cap.configure(s, [], [{"metadata": {"name": "adm-v"}, "webhooks": [with_ca(
+                hook("cluster.adm.example.com", h.url("/deny-message"), ns,
+                     resources=("clusterroles",),
+                     objectSelector={"matchLabels": {"adm-capture": "yes"}}) | {"rules": [{
+                         "apiGroups": ["rbac.authorization.k8s.io"], "apiVersions": ["v1"],
+                         "operations": ["CREATE"], "resources": ["clusterroles"]}]})]}])
+            await cap.record(s, "cluster-scoped: namespaceSelector ignored", "POST",
+                             "/apis/rbac.authorization.k8s.io/v1/clusterroles", {
+                                 "apiVersion": "rbac.authorization.k8s.io/v1",
+                                 "kind": "ClusterRole", "rules": [],
+                                 "metadata": {"name": "adm-capture",
+                                              "labels": {"adm-capture": "yes"}}})
         finally:
             await cap.unconfigure(s)
+            await cap.call(s, "DELETE", "/apis/rbac.authorization.k8s.io/v1/clusterroles/"
+                           "adm-capture")
             await cap.call(s, "DELETE", f"/api/v1/namespaces/{ns}")
     assert h.runner is not None
     await h.runner.cleanup()

@@ -20,7 +20,7 @@ from watchkeeper_sim import status as _status
 from watchkeeper_sim.model import JSON, ResourceType
 from watchkeeper_sim.storage.patch import PatchError, json_patch
 from watchkeeper_sim.webhooks import review
-from watchkeeper_sim.webhooks.call import WebhookCaller, WebhookCallError
+from watchkeeper_sim.webhooks.call import WebhookCaller, WebhookCallError, json_type
 from watchkeeper_sim.webhooks.matching import (
     Attributes,
     Hook,
@@ -67,12 +67,9 @@ def denial(hook: Hook, result: Any) -> JSON:
     return out
 
 
-def _apply(obj: JSON, ops: Any) -> Any:
+def _apply(obj: JSON, ops: list[Any]) -> Any:
     """The webhook's JSON patch, its failure in the words of the API server's json-patch
     library (evanphx/json-patch, recorded file 031) where the simulator knows them."""
-    if not isinstance(ops, list):
-        raise Refused(_internal("json: cannot unmarshal object into Go value of type "
-                                "jsonpatch.Patch"))
     for op in ops:
         try:
             obj = json_patch(obj, [op])
@@ -177,6 +174,9 @@ class Admission:
             ops = json.loads(called[1])
         except ValueError as exc:
             raise Refused(_internal(str(exc))) from None
+        if not isinstance(ops, list):  # decoded before its patchType is read (file 037)
+            raise Refused(_internal(f"json: cannot unmarshal {json_type(ops)} into Go value "
+                                    "of type jsonpatch.Patch"))
         if not ops:
             return obj, False
         if obj is None:
