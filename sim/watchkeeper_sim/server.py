@@ -56,7 +56,7 @@ from watchkeeper_sim.api.nonresource import serve_document
 from watchkeeper_sim.auth.escalation import REQUEST_USER, EscalationCheck
 from watchkeeper_sim.auth.impersonation import ImpersonationError, impersonation, requested
 from watchkeeper_sim.auth.rbac import Attributes, PolicyObjects, Rbac, User
-from watchkeeper_sim.auth.reviews import USER_INFO, Reviews
+from watchkeeper_sim.auth.reviews import USER_INFO, Reviews, user_info
 from watchkeeper_sim.auth.tls import ServerTLS, peer_identity
 from watchkeeper_sim.auth.tokens import ServiceAccountTokens
 from watchkeeper_sim.faults import KINDS, Faults, RequestInfo
@@ -67,6 +67,7 @@ from watchkeeper_sim.storage.gc import GarbageCollector
 from watchkeeper_sim.storage.registry import Registry, present
 from watchkeeper_sim.storage.resources import BUILTIN_TYPES
 from watchkeeper_sim.storage.store import ObjectStore, StoreError
+from watchkeeper_sim.webhooks.admission import Admission
 from watchkeeper_sim.webhooks.call import WebhookCaller
 from watchkeeper_sim.webhooks.conversion import Converter
 from watchkeeper_sim.wire import body as _wire
@@ -228,9 +229,13 @@ class ApiServer:
             ),
             self._stopping,
         )
+        self.webhook_caller = WebhookCaller()
+        self.handlers.writes.admission = Admission(
+            self._webhook_configurations, self._namespace_labels, self.webhook_caller)
+        self.handlers.writes.user_info = lambda request: user_info(request[USER_INFO])
         self.handlers.subresources[("", "serviceaccounts", "token")] = self._token_request
         # CRD conversion webhooks, called over HTTPS as kube-apiserver calls them
-        self.conversion = Converter(WebhookCaller())
+        self.conversion = Converter(self.webhook_caller)
         self.handlers.converter = self.conversion
         Reviews(self.rbac, self.handlers.read_body, self.registry.now).register(
             self.handlers.subresources)
@@ -291,7 +296,7 @@ class ApiServer:
             self._opening = None
             self._close_listener()
         self.registry.cancel_background()
-        await self.conversion.caller.close()
+        await self.webhook_caller.close()
         if self._runner is not None:
             self._abort_connections()
             with contextlib.suppress(Exception):
@@ -696,6 +701,18 @@ class ApiServer:
         doc = serve_document(request, path, list(self.store.types.values()),
                              f"{self.host}:{self.port}")
         return doc if doc is not None else _http.page_not_found()
+
+    def _webhook_configurations(self, mutating: bool) -> list[JSON]:
+        """The stored Mutating- or ValidatingWebhookConfigurations (admission reads them on
+        every write, so a new one applies at once; a real server's informer takes ~1 s)."""
+        plural = "mutatingwebhookconfigurations" if mutating else \
+            "validatingwebhookconfigurations"
+        rt = self.store.lookup("admissionregistration.k8s.io", "v1", plural)
+        return [] if rt is None else self.store.objects(rt)
+
+    def _namespace_labels(self, name: str) -> JSON | None:
+        ns = self.store.peek(self.registry.ns_type(), "", name)
+        return None if ns is None else dict((ns.get("metadata") or {}).get("labels") or {})
 
     async def _token_request(self, request: web.Request, route: Route, namespace: str,
                              verb: str) -> web.StreamResponse:

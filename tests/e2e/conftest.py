@@ -66,11 +66,6 @@ async def namespace(client: wk.Client) -> AsyncIterator[str]:
             await namespaces.delete(name)
 
 
-SIMULATOR_CALLS_NO_WEBHOOKS = (
-    "the simulator stores webhook configurations but calls no admission webhook yet "
-    "(issue 24 item 6; it calls CRD conversion webhooks)")
-
-
 async def on_simulator(client: wk.Client) -> bool:
     """True against watchkeeper's simulator (it answers its admin endpoint, a cluster 404s):
     tests/sim/contract runs this suite against it, and a test steps around (or expects to

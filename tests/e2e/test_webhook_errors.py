@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import watchkeeper as wk
-from e2e.conftest import LABELS, SIMULATOR_CALLS_NO_WEBHOOKS, on_simulator
+from e2e.conftest import LABELS
 from watchkeeper.webhooks import (
     AdmissionRequest,
     CertificateManager,
@@ -32,8 +32,6 @@ def configmap(name: str) -> dict[str, Any]:
 async def test_a_denial_and_an_unreachable_webhook_are_errors_naming_the_webhook(
     client: wk.Client, namespace: str,
 ) -> None:
-    if await on_simulator(client):
-        pytest.xfail(SIMULATOR_CALLS_NO_WEBHOOKS)
     name = f"{namespace}-errors"
     mgr = CertificateManager(client, WebhookCerts("hooks", namespace, local_hosts=True,
                                                   validating=(name,)))

@@ -25,8 +25,6 @@ from e2e.conftest import (
     CONTEXT,
     KUBECONFIG,
     LABELS,
-    SIMULATOR_CALLS_NO_WEBHOOKS,
-    on_simulator,
 )
 from watchkeeper.webhooks import (
     AdmissionRequest,
@@ -128,8 +126,6 @@ async def until_webhooks_apply(namespace: str) -> None:
 async def test_kubectl_sees_denials_warnings_and_dry_runs_and_mutations_are_stored(
     served: Served, client: wk.Client, namespace: str,
 ) -> None:
-    if await on_simulator(client):
-        pytest.xfail(SIMULATOR_CALLS_NO_WEBHOOKS)
     await until_webhooks_apply(namespace)
     denied = await asyncio.to_thread(kubectl, "-n", namespace, "apply", "-f", "-",
                                      stdin=configmap("bad", "warp"))

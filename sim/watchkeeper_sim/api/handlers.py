@@ -20,6 +20,7 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
 from watchkeeper_sim import status as _status
+from watchkeeper_sim.api import admit as _admit
 from watchkeeper_sim.api.represent import (
     WatchRenderer,
     list_item,
@@ -33,6 +34,7 @@ from watchkeeper_sim.faults import Faults, RequestInfo
 from watchkeeper_sim.model import JSON, ResourceType
 from watchkeeper_sim.storage import metavalid as _metavalid
 from watchkeeper_sim.storage import validation as _validation
+from watchkeeper_sim.storage.clone import clone
 from watchkeeper_sim.storage.registry import Registry, present
 from watchkeeper_sim.storage.resources import CRD_GROUP
 from watchkeeper_sim.storage.selectors import SelectorError, matcher
@@ -257,6 +259,7 @@ class Handlers:
         self.subresources: dict[tuple[str, str, str], SubresourceHandler] = {}  # group, plural, sub
         # calls CRD conversion webhooks; None: custom resources only change apiVersion
         self.converter: Converter | None = None
+        self.writes = _admit.AdmittedWrites(registry)  # ApiServer gives it the webhooks
 
     # ---- routing ---------------------------------------------------------------------------
 
@@ -285,6 +288,19 @@ class Handlers:
         return rt
 
     async def serve(
+        self,
+        request: web.Request,
+        route: Route,
+        verb: str,
+        manager: str,
+        info: RequestInfo,
+    ) -> web.StreamResponse:
+        response = await self._serve(request, route, verb, manager, info)
+        for value in _admit.warning_headers(request):  # admission webhooks' warnings
+            response.headers.add("Warning", value)
+        return response
+
+    async def _serve(
         self,
         request: web.Request,
         route: Route,
@@ -326,24 +342,24 @@ class Handlers:
             if verb == "create":
                 check = self._field_check(q, "CreateOptions")
                 body = await self._body(request, rt, check)
-                conv = self._conversion(rt)
-                converting = conv is not None and rt.version != conv.storage_version
-                obj = self.registry.create(rt, ns, body, manager=manager,
-                                           dry_run=dry_run or converting, check=check)
-                if converting:
-                    obj = await self._store_converted(rt, None, obj, dry_run)
+                obj = await self.writes.create(request, rt, ns, body, manager=manager,
+                                               dry_run=dry_run, check=check,
+                                               commit=self._commit(rt, None))
                 return _warned(_http.json_response(obj, 201), check)
             if verb == "update":
                 check = self._field_check(q, "UpdateOptions")
                 body = await self._body(request, rt, check)
                 stored, current = await self._current(rt, ns, route.name, must_exist=True)
-                converting = stored is not None and self._converting(rt)
-                obj = self.registry.update(rt, ns, route.name, body, manager=manager,
-                                           subresource=route.subresource,
-                                           dry_run=dry_run or converting, check=check,
-                                           current=current)
-                if converting:
-                    obj = await self._store_converted(rt, stored, obj, dry_run)
+
+                def put(dry: bool, fc: _validation.FieldCheck) -> JSON:
+                    return self.registry.update(rt, ns, route.name, clone(body),
+                                                manager=manager, subresource=route.subresource,
+                                                dry_run=dry, check=fc, current=current)
+
+                obj = await self.writes.update(request, rt, ns, route.name, put,
+                                               manager=manager, subresource=route.subresource,
+                                               dry_run=dry_run, check=check,
+                                               commit=self._commit(rt, stored), current=current)
                 return _warned(_http.json_response(obj), check)
             if verb == "patch":
                 return await self._patch(request, rt, ns, route, dry_run)
@@ -353,6 +369,8 @@ class Handlers:
                 return await self._delete_collection(request, rt, ns or None, dry_run)
         except StoreError as exc:
             return _http.error_response(exc)
+        except _admit.Refused as exc:
+            return _http.status_response(exc.status)
         return _http.status_response(_status.method_not_allowed())
 
     # ---- CRD conversion webhooks ---------------------------------------------------------
@@ -369,6 +387,17 @@ class Handlers:
         """A write at a version that is not the storage version: through the webhook."""
         conv = self._conversion(rt)
         return conv is not None and rt.version != conv.storage_version
+
+    def _commit(self, rt: ResourceType, stored: JSON | None) -> _admit.Commit | None:
+        """For a write at a non-storage version: every registry write at the request's
+        version stays a dry run, and this stores the admitted preview through the webhook."""
+        if not self._converting(rt):
+            return None
+
+        async def commit(preview: JSON) -> JSON:
+            return await self._store_converted(rt, stored, preview, False)
+
+        return commit
 
     async def _at_version(self, conv: WebhookConversion, obj: JSON, api_version: str) -> JSON:
         assert self.converter is not None
@@ -590,14 +619,27 @@ class Handlers:
         if check.directive != "Ignore" and ptype != "apply":
             check.duplicates = _validation.duplicate_fields(raw)
         stored, current = await self._current(rt, ns, route.name, must_exist=ptype != "apply")
-        converting = self._converting(rt)
-        obj, code = self.registry.patch(
-            rt, ns, route.name, ptype, body, manager=manager, subresource=route.subresource,
-            force=_http.query_bool(q, "force"), dry_run=dry_run or converting, check=check,
-            current=current)
-        if converting:
-            obj = await self._store_converted(rt, stored, obj, dry_run)
-        return _warned(_http.json_response(obj, code), check)
+        commit = self._commit(rt, stored)
+        codes: list[int] = []
+
+        def patch(dry: bool, fc: _validation.FieldCheck) -> JSON:
+            obj, code = self.registry.patch(
+                rt, ns, route.name, ptype, clone(body), manager=manager,
+                subresource=route.subresource, force=_http.query_bool(q, "force"), dry_run=dry,
+                check=fc, current=current)
+            codes.append(code)
+            return obj
+
+        if ptype == "apply" and not route.subresource \
+                and self.store.peek(rt, ns, route.name) is None:  # an apply that creates
+            obj = await self.writes.create(request, rt, ns, body, manager=manager,
+                                           dry_run=dry_run, check=check, original=patch,
+                                           commit=commit)
+        else:
+            obj = await self.writes.update(request, rt, ns, route.name, patch, manager=manager,
+                                           subresource=route.subresource, dry_run=dry_run,
+                                           check=check, commit=commit, current=current)
+        return _warned(_http.json_response(obj, codes[-1]), check)
 
     async def _scale(self, request: web.Request, rt: ResourceType, ns: str, route: Route,
                      verb: str) -> web.Response:
@@ -647,10 +689,15 @@ class Handlers:
             raise StoreError(_status.invalid_options("DeleteOptions", causes))
         dry = dry_run or "All" in dry_values
         stored = self.store.peek(rt, ns, name) if self._conversion(rt) is not None else None
-        body = self.registry.delete(
-            rt, ns, name, uid=str(pre.get("uid") or ""),
-            resource_version=str(pre.get("resourceVersion") or ""),
-            propagation=str(propagation), dry_run=dry)
+
+        def delete() -> JSON:
+            return self.registry.delete(
+                rt, ns, name, uid=str(pre.get("uid") or ""),
+                resource_version=str(pre.get("resourceVersion") or ""),
+                propagation=str(propagation), dry_run=dry)
+
+        body = await self.writes.delete(request, rt, ns, name, _admit.delete_options(opts, q),
+                                        dry, delete)
         if stored is not None and body.get("kind") == rt.kind:  # the object, as stored
             body = await self._served(rt, {**body, "apiVersion": stored["apiVersion"]})
         return _http.json_response(body)

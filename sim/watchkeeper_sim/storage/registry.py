@@ -19,7 +19,7 @@ import random
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from watchkeeper.supervisor import start_task
@@ -155,6 +155,17 @@ class Registry:
         self._ns_tasks: set[asyncio.Task[None]] = set()
         self._crd_tasks: set[asyncio.Task[None]] = set()
         self._finalizing: set[str] = set()  # CRDs whose finalizer pass is running
+        self._unchecked = False  # inside unvalidated(): admission's view of a write
+
+    @contextlib.contextmanager
+    def unvalidated(self) -> Iterator[None]:
+        """Dry runs in here skip validation and the write checks (``admit``): they give the
+        object as mutating admission webhooks see it, before the checks that follow them."""
+        self._unchecked = True
+        try:
+            yield
+        finally:
+            self._unchecked = False
 
     def now(self) -> str:
         return iso(self.wall_clock())
@@ -223,6 +234,8 @@ class Registry:
         labels and annotations, owner references (an update repeats them, as many times as
         the kind validates its metadata), data keys, the kind's own checks, then a custom
         resource's schema and its CEL rules."""
+        if self._unchecked:
+            return
         generate_name = str(_meta(obj).get("generateName") or "")
         causes = [] if name is None else self._name_causes(rt, name, generate_name)
         if old is not None:
@@ -344,8 +357,10 @@ class Registry:
         dry_run: bool = False,
         managed: bool = True,
         check: FieldCheck | None = None,
+        uid: str | None = None,
     ) -> JSON:
-        """POST: a new object (201). ``managed=False`` when managedFields are already set."""
+        """POST: a new object (201). ``managed=False`` when managedFields are already set;
+        ``uid`` the one admission's validating webhooks were shown."""
         obj = self._check_body(rt, body)
         self._decode(rt, obj, check, whole_body=True)
         obj = _events.to_storage(rt, obj)
@@ -367,14 +382,14 @@ class Registry:
         if managed:
             meta.pop("managedFields", None)
         meta["name"] = name
-        meta["uid"] = str(uuid.uuid4())
+        meta["uid"] = uid or str(uuid.uuid4())
         meta["creationTimestamp"] = self.now()
         if rt.has_generation:
             meta["generation"] = 1
         if rt.has_status and rt.key != ("", "namespaces"):
             obj.pop("status", None)
         _configdata.prepare(rt, obj)
-        if self.admit is not None:  # the policy-based storage checks before validation
+        if self.admit is not None and not self._unchecked:  # policy-based storage checks
             self.admit(rt, namespace, obj, None)
         self._validate(rt, obj, name)
         is_ns = rt.key == ("", "namespaces")
@@ -428,10 +443,13 @@ class Registry:
         dry_run: bool = False,
         check: FieldCheck | None = None,
         current: JSON | None = None,
+        admitted: bool = False,
     ) -> JSON:
         """PUT on an object or its /status (no create-on-update: 404 like file 109).
         ``current``: the stored object as seen at ``rt``'s version, when a conversion
-        webhook made that view (see ``commit_converted``)."""
+        webhook made that view (see ``commit_converted``). ``admitted``: the body is an
+        object mutating admission gave back, whose managedFields were computed before the
+        webhooks changed it (they are kept, as a real server's)."""
         obj = self._check_body(rt, body)
         self._decode(rt, obj, check, whole_body=True)
         body_name = _meta(obj).get("name")
@@ -447,7 +465,7 @@ class Registry:
                 "FieldValueInvalid", "Invalid value: 0x0: must be specified for an update",
                 "metadata.resourceVersion")]))
         return self._commit(rt, old, obj, manager=manager, subresource=subresource,
-                            expected_rv=expected, dry_run=dry_run)
+                            expected_rv=expected, dry_run=dry_run, fields_done=admitted)
 
     def _commit(
         self,
@@ -527,7 +545,8 @@ class Registry:
             self._allocate(rt, new)  # a type that now needs an address or node ports
         new_meta["resourceVersion"] = old_meta.get("resourceVersion")
         new = _order_meta(new, rt)
-        if self.admit is not None:  # on the updated object, before the RV check (409)
+        if self.admit is not None and not self._unchecked:  # on the updated object, before
+            # the RV check (409)
             self.admit(rt, obj_key(old)[0], new, old)
         if expected_rv and expected_rv != old_meta.get("resourceVersion"):
             raise StoreError(_status.conflict(rt.plural, rt.group, old_meta["name"],
