@@ -237,6 +237,9 @@ class ApiServer:
         # CRD conversion webhooks, called over HTTPS as kube-apiserver calls them
         self.conversion = Converter(self.webhook_caller)
         self.handlers.converter = self.conversion
+        # matchPolicy Equivalent: a webhook shown another version of a custom resource
+        self.handlers.writes.admission.versions = self.handlers.versions
+        self.handlers.writes.admission.convert = self.handlers.convert_to
         Reviews(self.rbac, self.handlers.read_body, self.registry.now).register(
             self.handlers.subresources)
         self._tls = ServerTLS() if tls else None

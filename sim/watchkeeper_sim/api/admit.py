@@ -33,9 +33,10 @@ from watchkeeper_sim.webhooks.matching import Attributes
 WARNINGS = web.RequestKey("wk_admission_warnings", list)
 #: (dry run, field check) -> the object the write stores (or would)
 Write = Callable[[bool, FieldCheck], JSON]
-#: stores the admitted object, when the registry writes at the request's version are only
-#: dry runs (a CRD conversion webhook stores it at the storage version)
-Commit = Callable[[JSON], Awaitable[JSON]]
+#: (admitted object, dry run) -> stores the admitted object, when the registry writes at the
+#: request's version are only dry runs (a CRD conversion webhook stores it at the storage
+#: version; a dry run goes through the conversions too, as on a real server)
+Commit = Callable[[JSON, bool], Awaitable[JSON]]
 
 
 def warning_headers(request: web.Request) -> list[str]:
@@ -79,17 +80,32 @@ def delete_options(body: JSON, query: Any) -> JSON:
     return out
 
 
-def _creation_view(seen: JSON, named: bool) -> JSON:
-    """What mutating webhooks see of a new object: no uid, creationTimestamp null, no
-    generated name yet (recorded files 001, 003)."""
+def _creation_view(seen: JSON, named: bool, custom: bool) -> JSON:
+    """What mutating webhooks see of a new object: no uid, creationTimestamp null (absent
+    from a custom resource, unstructured: issue 24 combined, file 001), no generated name
+    yet (recorded files 001, 003)."""
     view = clone(seen)
     meta = _meta(view)
     for key in ("uid", "generation"):
         meta.pop(key, None)
-    if "creationTimestamp" in meta:
+    if custom:
+        meta.pop("creationTimestamp", None)
+    elif "creationTimestamp" in meta:
         meta["creationTimestamp"] = None
     if not named:
         meta.pop("name", None)
+    return view
+
+
+def _before_strategy(seen: JSON, old: JSON) -> JSON:
+    """What mutating webhooks see of an update: the object before the strategy's
+    PrepareForUpdate, so still the old generation (issue 24 combined, file 004; the
+    validating webhooks see it raised)."""
+    generation = _meta(old).get("generation")
+    if generation is None or _meta(seen).get("generation") == generation:
+        return seen
+    view = clone(seen)
+    _meta(view)["generation"] = generation
     return view
 
 
@@ -135,13 +151,13 @@ class AdmittedWrites:
         if self.admission is None or not self.wanted(rt, "CREATE", ""):
             if commit is not None:
                 preview = write(True, check)
-                return preview if dry_run else await commit(preview)
+                return await commit(preview, dry_run)
             return write(dry_run, check)
         warnings = self._warnings(request)
         with self.registry.unvalidated():
             seen = write(True, check)
         named = not plain or (isinstance(body, dict) and bool(_meta(body).get("name")))
-        view = _creation_view(seen, named)
+        view = _creation_view(seen, named, rt.is_custom)
         options = write_options("CreateOptions", request.query)
         attrs = self._attributes(request, "CREATE", rt, ns, str(_meta(view).get("name") or ""),
                                  "", options, dry_run)
@@ -157,10 +173,10 @@ class AdmittedWrites:
         uid = str(_meta(validated).get("uid") or "") or None
         attrs = self._attributes(request, "CREATE", rt, ns, name, "", options, dry_run)
         await self.admission.validate(attrs, validated, None, warnings)
+        if commit is not None:
+            return await commit(validated, dry_run)
         if dry_run:
             return validated
-        if commit is not None:
-            return await commit(validated)
         if changed or plain:  # stored as the validating webhooks saw it: its name and uid
             final = clone(mutated if changed else body)
             meta = final.setdefault("metadata", {}) if isinstance(final, dict) else None
@@ -180,13 +196,13 @@ class AdmittedWrites:
         if self.admission is None or not self.wanted(rt, "UPDATE", subresource):
             if commit is not None:
                 preview = original(True, check)
-                return preview if dry_run else await commit(preview)
+                return await commit(preview, dry_run)
             return original(dry_run, check)
         warnings = self._warnings(request)
         old = present(current if current is not None else self.registry.store.get(rt, ns, name),
                       rt)
         with self.registry.unvalidated():
-            seen = original(True, check)
+            seen = _before_strategy(original(True, check), old)
         attrs = self._attributes(request, "UPDATE", rt, ns, name, subresource,
                                  write_options("UpdateOptions", request.query), dry_run)
         mutated = await self.admission.mutate(attrs, seen, old, warnings)
@@ -202,19 +218,21 @@ class AdmittedWrites:
 
         validated = write(True, quiet)
         await self.admission.validate(attrs, validated, old, warnings)
-        if dry_run:
-            return validated
-        return await commit(validated) if commit is not None else write(False, quiet)
+        if commit is not None:
+            return await commit(validated, dry_run)
+        return validated if dry_run else write(False, quiet)
 
     async def delete(self, request: web.Request, rt: ResourceType, ns: str, name: str,
-                     options: JSON, dry_run: bool, original: Callable[[], JSON]) -> JSON:
+                     options: JSON, dry_run: bool, original: Callable[[], JSON],
+                     current: JSON | None = None) -> JSON:
         """DELETE: the webhooks see the object as oldObject and no object; a mutating
-        webhook's patch is an error (recorded file 030)."""
-        current = self.registry.store.peek(rt, ns, name)
-        if self.admission is None or current is None or not self.wanted(rt, "DELETE", ""):
+        webhook's patch is an error (recorded file 030). ``current`` is the stored object
+        at the request's version when a conversion webhook made it."""
+        stored = self.registry.store.peek(rt, ns, name)
+        if self.admission is None or stored is None or not self.wanted(rt, "DELETE", ""):
             return original()
         warnings = self._warnings(request)
-        old = present(current, rt)
+        old = present(current if current is not None else stored, rt)
         attrs = self._attributes(request, "DELETE", rt, ns, name, "", options, dry_run)
         await self.admission.mutate(attrs, None, old, warnings)
         await self.admission.validate(attrs, None, old, warnings)

@@ -58,6 +58,11 @@ class HandlerOptions:
     max_body_bytes: int = 3 * 1024 * 1024
 
 
+def _meta_of(obj: JSON) -> JSON:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
 def _cause(field: str, reason: str, message: str) -> JSON:
     return _status.cause(reason, message, field)
 
@@ -394,8 +399,8 @@ class Handlers:
         if not self._converting(rt):
             return None
 
-        async def commit(preview: JSON) -> JSON:
-            return await self._store_converted(rt, stored, preview, False)
+        async def commit(preview: JSON, dry_run: bool) -> JSON:
+            return await self._store_converted(rt, stored, preview, dry_run)
 
         return commit
 
@@ -412,6 +417,22 @@ class Handlers:
         conv = self._conversion(rt)
         if conv is None:
             return obj
+        return await self._at_version(conv, obj, rt.group_version)
+
+    def versions(self, rt: ResourceType) -> list[ResourceType]:
+        """The other served versions of a custom resource, in its CRD's order (what a
+        webhook with matchPolicy Equivalent may be shown instead)."""
+        if not rt.is_custom:
+            return []
+        return [t for (g, v, p), t in self.store.types.items()
+                if (g, p) == (rt.group, rt.plural) and v != rt.version]
+
+    async def convert_to(self, obj: JSON, rt: ResourceType) -> JSON:
+        """An object of a custom resource at ``rt``'s version: by the CRD's conversion
+        webhook when it has one, else by its apiVersion alone (strategy None)."""
+        conv = self._conversion(rt)
+        if conv is None:
+            return {**obj, "apiVersion": rt.group_version}
         return await self._at_version(conv, obj, rt.group_version)
 
     async def _served(self, rt: ResourceType, obj: JSON) -> JSON:
@@ -431,14 +452,19 @@ class Handlers:
     async def _store_converted(self, rt: ResourceType, stored: JSON | None, preview: JSON,
                                dry_run: bool) -> JSON:
         """The tail of a write at a non-storage version: the dry run's object converted to
-        the storage version, stored, and answered converted back."""
-        if dry_run:
-            return preview
+        the storage version, stored, and answered converted back; a dry run is converted
+        both ways too and not stored (issue 24 combined, files 003, 017)."""
         conv = self._conversion(rt)
         assert conv is not None
         storage = self.store.lookup(rt.group, conv.storage_version, rt.plural) \
             or dataclasses.replace(rt, version=conv.storage_version)
         new = await self._at_version(conv, preview, storage.group_version)
+        if dry_run:
+            back = await self._served(rt, new)
+            version = _meta_of(preview).get("resourceVersion")
+            if version is not None and isinstance(back.get("metadata"), dict):
+                back["metadata"] = {**back["metadata"], "resourceVersion": version}
+            return back
         return await self._served(rt, self.registry.commit_converted(storage, stored, new))
 
     @staticmethod
@@ -689,6 +715,10 @@ class Handlers:
             raise StoreError(_status.invalid_options("DeleteOptions", causes))
         dry = dry_run or "All" in dry_values
         stored = self.store.peek(rt, ns, name) if self._conversion(rt) is not None else None
+        # what the webhooks see as oldObject: the stored object converted (recorded: issue 24
+        # combined, file 007), converted only when a webhook may be called
+        current = (await self._converted(rt, stored)
+                   if stored is not None and self.writes.wanted(rt, "DELETE", "") else None)
 
         def delete() -> JSON:
             return self.registry.delete(
@@ -697,7 +727,7 @@ class Handlers:
                 propagation=str(propagation), dry_run=dry)
 
         body = await self.writes.delete(request, rt, ns, name, _admit.delete_options(opts, q),
-                                        dry, delete)
+                                        dry, delete, current=current)
         if stored is not None and body.get("kind") == rt.kind:  # the object, as stored
             body = await self._served(rt, {**body, "apiVersion": stored["apiVersion"]})
         return _http.json_response(body)

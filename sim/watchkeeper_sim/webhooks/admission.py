@@ -4,16 +4,20 @@ Mutating webhooks one after another (configurations by name), each JSON patch ap
 before the next call; a webhook with ``reinvocationPolicy: IfNeeded`` is called once more
 when a later one changed the object. Validating webhooks are all called at once, as on a
 real server; the first refusal in their order is the answer (a real server takes the
-first to arrive). A refusal is :class:`Refused` with the Status the
-API server answers; the webhooks' warnings are collected for the ``Warning`` headers, also
-of a refused request. ``matchConditions`` (beta in 1.28) are not evaluated.
+first to arrive). A webhook whose rules cover another version of the resource
+(matchPolicy Equivalent, the default) is shown the request at that version: object and
+oldObject converted to it (a CRD's conversion webhook), a mutating webhook's patch applied
+there and the result converted back, as kube-apiserver's ``ConvertToGVK`` does. A
+refusal is :class:`Refused` with the Status the API server answers; the webhooks' warnings
+are collected for the ``Warning`` headers, also of a refused request. ``matchConditions``
+(beta in 1.28) are not evaluated.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from watchkeeper_sim import status as _status
@@ -25,15 +29,19 @@ from watchkeeper_sim.webhooks.matching import (
     Attributes,
     Hook,
     NamespaceLabels,
+    equivalent,
     exempt,
     hooks_of,
     namespace_selected,
     object_selected,
-    rules_match,
 )
 
 #: (mutating?) -> the stored webhook configurations of that kind
 Configurations = Callable[[bool], "list[JSON]"]
+#: the other served versions of a resource (matchPolicy Equivalent), most preferred first
+Versions = Callable[[ResourceType], "list[ResourceType]"]
+#: an object converted to another version of its resource (a CRD's conversion webhook)
+Convert = Callable[[JSON, ResourceType], Awaitable[JSON]]
 
 
 class Refused(Exception):
@@ -94,6 +102,9 @@ class Admission:
         self._configurations = configurations
         self._namespace_labels = namespace_labels
         self.caller = caller
+        # set by the server where resources have several versions (custom resources)
+        self.versions: Versions = lambda rt: []
+        self.convert: Convert | None = None
 
     def wanted(self, rt: ResourceType, operation: str, subresource: str) -> bool:
         """Whether any webhook's rules could cover such a request (selectors aside): if none
@@ -101,17 +112,28 @@ class Admission:
         if exempt(rt):
             return False
         probe = Attributes(operation, rt, "", "", subresource, {}, {}, False)
-        return any(rules_match(hook, probe) for mutating in (True, False)
+        others = self.versions(rt)
+        return any(equivalent(hook, probe, others) is not None for mutating in (True, False)
                    for hook in hooks_of(self._configurations(mutating), mutating))
 
     def _called(self, hook: Hook, attrs: Attributes, obj: JSON | None,
-                old: JSON | None) -> bool:
-        if not rules_match(hook, attrs):
-            return False
+                old: JSON | None) -> Attributes | None:
+        """The request as this webhook sees it (its version), None when it is not called."""
+        seen = equivalent(hook, attrs, self.versions(attrs.rt))
+        if seen is None:
+            return None
         selected = namespace_selected(hook, attrs, obj, self._namespace_labels)
         if selected is None:
             raise Refused(_status.not_found("namespaces", "", attrs.namespace))
-        return selected and object_selected(hook, obj, old)
+        return seen if selected and object_selected(hook, obj, old) else None
+
+    async def _at(self, rt: ResourceType, obj: JSON | None) -> JSON | None:
+        """``obj`` at ``rt``'s version (unchanged when it is there already)."""
+        if obj is None or obj.get("apiVersion") == rt.group_version:
+            return obj
+        if self.convert is None:
+            return {**obj, "apiVersion": rt.group_version}
+        return await self.convert(obj, rt)
 
     async def _call(self, hook: Hook, attrs: Attributes, obj: JSON | None, old: JSON | None,
                     warnings: list[str]) -> tuple[JSON, bytes] | None:
@@ -146,13 +168,13 @@ class Admission:
                      warnings: list[str]) -> JSON | None:
         """The object after every mutating webhook the request reaches (``obj`` itself when
         none changed it)."""
-        hooks = [h for h in hooks_of(self._configurations(True), True)
-                 if self._called(h, attrs, obj, old)]
+        hooks = [(h, seen) for h in hooks_of(self._configurations(True), True)
+                 if (seen := self._called(h, attrs, obj, old)) is not None]
         previously: set[int] = set()  # reinvocable webhooks called before a change
         reinvoke: set[int] = set()
         changed_any = False
-        for index, hook in enumerate(hooks):
-            obj, changed = await self._mutate_one(hook, attrs, obj, old, warnings)
+        for index, (hook, seen) in enumerate(hooks):
+            obj, changed = await self._mutate_one(hook, seen, obj, old, warnings)
             if changed:
                 reinvoke |= previously
                 previously = set()
@@ -160,14 +182,17 @@ class Admission:
             if hook.reinvoked_if_needed:
                 previously.add(index)
         if changed_any:
-            for index, hook in enumerate(hooks):
+            for index, (hook, seen) in enumerate(hooks):
                 if index in reinvoke:
-                    obj, _ = await self._mutate_one(hook, attrs, obj, old, warnings)
+                    obj, _ = await self._mutate_one(hook, seen, obj, old, warnings)
         return obj
 
-    async def _mutate_one(self, hook: Hook, attrs: Attributes, obj: JSON | None,
+    async def _mutate_one(self, hook: Hook, seen: Attributes, obj: JSON | None,
                           old: JSON | None, warnings: list[str]) -> tuple[JSON | None, bool]:
-        called = await self._call(hook, attrs, obj, old, warnings)
+        """One call; ``seen`` the request at the webhook's version, the patch applied there
+        and the result converted back to the request's."""
+        shown = await self._at(seen.rt, obj)
+        called = await self._call(hook, seen, shown, await self._at(seen.rt, old), warnings)
         if called is None or not called[1]:
             return obj, False
         try:
@@ -179,7 +204,7 @@ class Admission:
                                     "of type jsonpatch.Patch"))
         if not ops:
             return obj, False
-        if obj is None:
+        if obj is None or shown is None:
             raise Refused(_internal(
                 f'admission webhook "{hook.name}" attempted to modify the object, which is '
                 "not supported for this operation"))
@@ -189,9 +214,13 @@ class Admission:
             raise Refused(_internal(
                 f'failed calling webhook "{hook.name}": unsupported patch type '
                 f'"{called[0].get("patchType")}"'))
-        patched = _apply(obj, ops)
+        patched = _apply(shown, ops)
         if not isinstance(patched, dict):
             raise Refused(_internal("the patched object is not an object"))
+        if seen.request_rt is not None:
+            back = await self._at(seen.request_rt, patched)
+            assert back is not None
+            patched = back
         return patched, patched != obj
 
     async def validate(self, attrs: Attributes, obj: JSON | None, old: JSON | None,
@@ -199,18 +228,24 @@ class Admission:
         """Every validating webhook the request reaches, all at once as the dispatcher calls
         them (the request waits for the last); the first refusal in their order is raised,
         their warnings are kept in that order."""
-        hooks = [h for h in hooks_of(self._configurations(False), False)
-                 if self._called(h, attrs, obj, old)]
+        hooks = [(h, seen) for h in hooks_of(self._configurations(False), False)
+                 if (seen := self._called(h, attrs, obj, old)) is not None]
+        views: dict[str, tuple[JSON | None, JSON | None]] = {}  # one conversion per version
+        for _, seen in hooks:
+            if seen.rt.group_version not in views:
+                views[seen.rt.group_version] = (await self._at(seen.rt, obj),
+                                                await self._at(seen.rt, old))
 
-        async def one(hook: Hook, said: list[str]) -> Refused | None:
+        async def one(hook: Hook, seen: Attributes, said: list[str]) -> Refused | None:
             try:
-                await self._call(hook, attrs, obj, old, said)
+                await self._call(hook, seen, *views[seen.rt.group_version], said)
             except Refused as exc:
                 return exc
             return None
 
         said: list[list[str]] = [[] for _ in hooks]
-        outcomes = await asyncio.gather(*(one(h, w) for h, w in zip(hooks, said, strict=True)))
+        outcomes = await asyncio.gather(*(one(h, seen, w) for (h, seen), w
+                                          in zip(hooks, said, strict=True)))
         for lines in said:
             warnings.extend(lines)
         refused = [r for r in outcomes if r is not None]

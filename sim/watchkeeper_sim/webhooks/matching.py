@@ -14,7 +14,7 @@ and validating admission policies are never sent to webhooks.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from watchkeeper_sim.model import JSON, ResourceType
@@ -38,6 +38,8 @@ class Attributes:
     user_info: JSON
     options: JSON
     dry_run: bool
+    #: the resource the request was made at, when a webhook is shown an equivalent version
+    request_rt: ResourceType | None = None
 
 
 @dataclass(frozen=True)
@@ -106,14 +108,30 @@ def _resource(rule: JSON, attrs: Attributes) -> bool:
 
 
 def rules_match(hook: Hook, attrs: Attributes) -> bool:
-    """Any of the webhook's rules covers the request (matchPolicy Exact: the simulator
-    serves each resource at one version, so Equivalent adds nothing it could match)."""
+    """Any of the webhook's rules covers the request at exactly its version (matchPolicy
+    Equivalent, other versions of the same resource: ``Admission``)."""
     return any(isinstance(rule, dict)
                and _listed(rule.get("operations"), attrs.operation)
                and _listed(rule.get("apiGroups"), attrs.rt.group)
                and _listed(rule.get("apiVersions"), attrs.rt.version)
                and _resource(rule, attrs) and _scope(rule, attrs)
                for rule in hook.spec.get("rules") or [])
+
+
+def equivalent(hook: Hook, attrs: Attributes, others: list[ResourceType]
+               ) -> Attributes | None:
+    """The request as the webhook is to see it: as made when a rule covers its version;
+    else, with matchPolicy Equivalent (the v1 default), at the first other version of the
+    same resource a rule covers (kube-apiserver converts the object to it); else None."""
+    if rules_match(hook, attrs):
+        return attrs
+    if hook.spec.get("matchPolicy") == "Exact":
+        return None
+    for other in others:
+        seen = replace(attrs, rt=other, request_rt=attrs.rt)
+        if rules_match(hook, seen):
+            return seen
+    return None
 
 
 def selector_matches(selector: Any, labels: JSON) -> bool:

@@ -38,8 +38,10 @@ def request(attrs: Attributes, obj: JSON | None, old: JSON | None) -> tuple[str,
     body: JSON = {"uid": uid, "kind": kind, "resource": resource}
     if attrs.subresource:
         body["subResource"] = attrs.subresource
-    body["requestKind"] = dict(kind)
-    body["requestResource"] = dict(resource)
+    asked = attrs.request_rt or rt  # the version of the request (matchPolicy Equivalent)
+    body["requestKind"] = {"group": asked.group, "version": asked.version, "kind": asked.kind}
+    body["requestResource"] = {"group": asked.group, "version": asked.version,
+                               "resource": asked.plural}
     if attrs.subresource:
         body["requestSubResource"] = attrs.subresource
     if attrs.name:
