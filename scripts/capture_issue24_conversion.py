@@ -29,7 +29,7 @@ from typing import Any
 import trustme
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from capture_issue22 import MERGE, Capture, wait_until  # noqa: E402
+from capture_issue22 import MERGE, Capture, wait_until
 
 JSONish = dict[str, Any]
 GROUP = "conv-cases.example.com"
@@ -72,7 +72,7 @@ class Hook:
             def log_message(self, *_args: Any) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 review = json.loads(raw)
                 hook.received.append({
