@@ -18,7 +18,7 @@ $(BENCH_STAMP): $(STAMP)
 	touch $@
 
 lint: $(STAMP)
-	$(BIN)/ruff check src sim tests benchmarks examples
+	$(BIN)/ruff check src sim tests benchmarks examples scripts
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
