@@ -83,8 +83,8 @@ def synthesize(corpus: list[dict[str, Any]], count: int, namespace: str,
     rng = random.Random(seed)
     now = time.time() if now is None else now
     groups: dict[str, list[_Template]] = {}
-    for pod in corpus:
-        t = _template(pod)
+    for item in corpus:
+        t = _template(item)
         groups.setdefault(t.rs_uid, []).append(t)
     sets = list(groups.values())
     made = 0

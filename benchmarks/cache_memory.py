@@ -111,7 +111,7 @@ def _reset_peak() -> bool:
         return False
 
 
-def _c_watchkeeper(a: argparse.Namespace, **cfg_args: bool) -> int:
+def _c_watchkeeper(a: argparse.Namespace, **cfg_args: Any) -> int:
     import watchkeeper as wk
 
     async def main() -> int:
@@ -327,7 +327,7 @@ def run(kind: str, objects: int, clients: list[str], timeout: float,
 
 
 def _per_object(r: dict[str, Any], key: str) -> float:
-    return (r[key] - r["rss_base_kb"]) * 1024 / max(r["objects"], 1)
+    return float(r[key] - r["rss_base_kb"]) * 1024 / max(r["objects"], 1)
 
 
 def table(data: dict[str, Any]) -> str:
