@@ -136,14 +136,13 @@ def _c_watchkeeper(a: argparse.Namespace, **cfg_args: Any) -> int:
                 gc.collect()
                 EXTRA["rss_ready_kb"] = rss_kb()
                 EXTRA["peak_list_kb"] = peak_rss_kb()
-                names = [o["metadata"]["name"] for o in store.list()]
-                keys = random.Random(1).choices(names, k=READS)
-                ns = a.namespace
-                EXTRA["read_us"] = _timed(lambda n: store.get(n, namespace=ns), keys)
+                # keys(), not list(): a Store that keeps objects encoded would decode them all
+                keys = random.Random(1).choices(store.keys(), k=READS)
+                EXTRA["read_us"] = _timed(lambda k: store.get(k[1], namespace=k[0]), keys)
                 if not cfg_args.get("metadata_only"):
                     EXTRA["field_us"] = _timed(
-                        lambda n: _field(store.get(n, namespace=ns) or {}, a.kind), keys)
-                del names, keys
+                        lambda k: _field(store.get(k[1], namespace=k[0]) or {}, a.kind), keys)
+                del keys
                 if a.relist and a.sim_url:
                     await relist(client, lists, listed)
                 return count
