@@ -4,6 +4,7 @@ Started by ``benchmarks._server.SimProcess`` (never by hand). It prints one JSON
 serves, then answers one JSON command per stdin line with one JSON line on stdout:
 
     {"op": "seed", "namespace": "list", "count": 10000}          create ConfigMaps
+    {"op": "seed_pods", "namespace": "mem", "count": 100000}     realistic Pods (the corpus)
     {"op": "modify", "namespace": "watch", "objects": 1000, "count": 100000}
     {"op": "user", "name": "bench", "namespace": "kind", "kubeconfig": "/tmp/kc"}
     {"op": "revoke", "name": "bench"} / {"op": "grant", ...}    403 on / off
@@ -80,7 +81,34 @@ class Runner:
         item.pop("apiVersion", None)
         return {"created": count, "seconds": time.perf_counter() - t0,
                 "bytes_per_object": len(_encode(last)), "bytes_per_list_item": len(_encode(item)),
+                "metadata_bytes_per_item": len(_encode(last["metadata"])),
                 "rv": self.srv.store.rv, "example": last}
+
+    def seed_pods(self, namespace: str, count: int) -> dict[str, Any]:
+        """``count`` distinct Pods made from the real control plane's corpus
+        (``benchmarks._pod_corpus``), stored as they are (straight into the store: the
+        registry would rewrite the real server's managedFields, uids and timestamps).
+
+        Returns the mean JSON bytes of a LIST item (no kind/apiVersion, as kube-apiserver
+        sends them) and of its ``metadata`` alone, the denominators of the memory ratios."""
+        from benchmarks import _pod_corpus
+
+        self._ensure_namespace(namespace)
+        rt = self.srv.resource("v1", "pods")
+        store = self.srv.store
+        t0 = time.perf_counter()
+        item_bytes = meta_bytes = 0
+        last: dict[str, Any] = {}
+        for pod in _pod_corpus.synthesize(_pod_corpus.load(), count, namespace):
+            pod["metadata"].pop("resourceVersion", None)
+            last = store.insert(rt, pod)
+            item_bytes += len(_encode(last))
+            meta_bytes += len(_encode(last["metadata"]))
+        _freeze()
+        return {"created": count, "seconds": time.perf_counter() - t0,
+                "bytes_per_list_item": round(item_bytes / max(count, 1)),
+                "metadata_bytes_per_item": round(meta_bytes / max(count, 1)),
+                "rv": store.rv, "example": last}
 
     def modify(self, namespace: str, objects: int, count: int,
                payload_bytes: int = PAYLOAD_BYTES) -> dict[str, Any]:
