@@ -221,8 +221,8 @@ class PieceDecoder:
                 self.resource_version = rv
                 return
 
-    def decode(self, data: bytes) -> tuple[list[Any], InvalidResponse | None]:
-        """Envelopes of whole lines ``data``; on a bad line, those before it and the error."""
+    def _valid(self, data: bytes) -> list[Any] | None:
+        """The envelopes of whole lines ``data`` if every line is one good event, else None."""
         try:
             # One value per line, exactly: with the newlines made commas the piece must be a
             # JSON array of one element per newline. Counting values against newlines alone
@@ -254,7 +254,16 @@ class PieceDecoder:
                 ok = _envelopes_named(envs)
         except _DECODE_ERRORS:
             ok = False
-        if not ok:
+        return envs if ok else None
+
+    def decode(self, data: bytes) -> tuple[list[Any], InvalidResponse | None]:
+        """Envelopes of whole lines ``data``; on a bad line, those before it and the error."""
+        return self._settle(data, self._valid(data))
+
+    def _settle(self, data: bytes, envs: list[Any] | None,
+                ) -> tuple[list[Any], InvalidResponse | None]:
+        """``decode`` once ``_valid`` has judged the piece (``envs``: None if it failed)."""
+        if envs is None:
             self.plain = False
             good, error = self._by_line(data)
             self.kinds = set(map(_TYPE, good))
@@ -265,6 +274,42 @@ class PieceDecoder:
         kinds = self.kinds = set(map(_TYPE, envs))
         self.plain = kinds <= _PLAIN
         return envs, None
+
+    def batch(
+        self, data: bytes, classes: EventClasses, other: Callable[[str], type[ObjectEvent]],
+        counts: dict[str, int], strip: bool = False,
+    ) -> tuple[list[ObjectEvent], ApiError | None]:
+        """``decode`` then ``events``, in one call per read: the typed events of whole lines
+        ``data`` and the error that ends them (an ERROR line, or else a bad line). A lazy
+        piece of ADDED/MODIFIED/DELETED only, what a watch that keeps up gets, is built
+        here with no further call."""
+        if self.lazy:
+            envs = self._valid(data)
+            if envs is not None:
+                kinds = self.kinds = set(map(_TYPE, envs))
+                if kinds <= _PLAIN:
+                    self.plain = True
+                    piece = self.piece = LazyPiece(data)
+                    if len(kinds) == 1:
+                        kind = envs[0].type
+                        counts[kind] = counts.get(kind, 0) + len(envs)
+                    else:
+                        self.count(envs, counts)
+                    # An object event's head has its metadata (``_ObjectHead``).
+                    rv = envs[-1].object.metadata.resourceVersion
+                    if rv:
+                        self.resource_version = rv
+                    else:
+                        self._advance(envs)
+                    return [classes[e.type](None, e.object.metadata, piece, strip, i)
+                            for i, e in enumerate(envs)], None
+            envs, bad = self._settle(data, envs)
+        else:
+            envs, bad = self.decode(data)
+        if not envs:
+            return [], bad
+        batch, error = self.events(envs, classes, other, counts, strip)
+        return batch, error or bad
 
     def _by_line(self, data: bytes) -> tuple[list[Any], InvalidResponse | None]:
         self._before_bad = self.resource_version
