@@ -131,7 +131,10 @@ class ResponseProtocol(asyncio.BufferedProtocol):
         self.w += nbytes
         self.last_rx = self._loop.time()
         try:
-            self._deframe()
+            if self._state == _CHUNKED:  # a watch: one call fewer per read
+                self._chunks()
+            else:
+                self._deframe()
         except FramingError as exc:
             self.fail(exc)
             return
@@ -365,14 +368,26 @@ class ResponseProtocol(asyncio.BufferedProtocol):
         self.buf, self.mv = grown, memoryview(grown)
 
     def reset_if_drained(self) -> None:
-        """All consumed: start again at the front (and drop a grown buffer)."""
-        if self.r == self.w:
-            self._scan -= self.r
-            self.r = self.b = self.p = self.w = 0
-            if len(self.buf) > self._size0:
-                self.mv.release()
-                self.buf = bytearray(self._size0)
-                self.mv = memoryview(self.buf)
+        """All the body consumed: start again at the front (and drop a grown buffer), with
+        what is left of the framing (a chunk's CRLF left for the next read, a header cut by
+        a read), so a watch that keeps up reads into the same few KiB every time."""
+        r, p = self.r, self.p
+        if r != self.b or (not p and len(self.buf) == self._size0):
+            return
+        w = self.w
+        n = w - p
+        if n > MAX_CHUNK_HEADER:  # framing bytes only ever come a few at a time
+            return
+        if len(self.buf) > self._size0:
+            grown = self.mv
+            self.buf = bytearray(self._size0)
+            self.mv = memoryview(self.buf)
+            self.mv[:n] = grown[p:w]
+            grown.release()
+        elif n:
+            self.mv[:n] = self.mv[p:w]
+        self._scan = self.r = self.b = self.p = 0
+        self.w = n
 
     # -- consumer side ------------------------------------------------------------------------
 
@@ -381,6 +396,7 @@ class ResponseProtocol(asyncio.BufferedProtocol):
         self.waiting = False
         r, b = self.r, self.b
         if r == b:
+            self.reset_if_drained()
             return None
         buf = self.buf
         end = r + piece

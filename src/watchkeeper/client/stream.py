@@ -303,11 +303,13 @@ class FastWatchStream:
         while True:
             data = take(size)
             if data is None:
-                if self._starved():
+                # All taken, nothing more yet: the usual case, checked without a call.
+                if (proto.r != proto.b or proto.eof or proto.error is not None) and \
+                        self._starved():
                     return
                 await proto.waiter()
                 continue
-            conn.line_done()
+            conn._line_since = None  # conn.line_done(), without the call
             if len(data) > max_line:
                 raise self._too_long(len(data))
             batch, error = batch_of(data, classes, other, tally, strip)
