@@ -24,7 +24,7 @@ cd "$work"  # nothing of the checkout on sys.path from here on
 
 installed=$("$bin/pip" list --format=freeze)
 echo "installed: $(echo "$installed" | tr '\n' ' ')"
-for forbidden in trustme cryptography watchkeeper-sim watchkeeper_sim; do
+for forbidden in trustme cryptography uvloop watchkeeper-sim watchkeeper_sim; do
   if echo "$installed" | grep -qi "^${forbidden}=="; then
     echo "FAIL: the runtime wheel pulled in $forbidden" >&2
     exit 1

@@ -8,6 +8,12 @@ is client CPU per event, and each watchkeeper row is compared with lightkube syn
 median of the per-round ratios (same round, same machine load). The load average is
 recorded per round. The client code is ``benchmarks.watch_throughput``'s.
 
+``--loops asyncio,uvloop`` runs every asyncio client on each loop (rows ``NAME+uvloop``;
+the sync clients have no loop and run once). ``--before SRC`` adds a row ``NAME (before)``
+for each watchkeeper client, run from another tree's ``src`` in the same rounds (an A/B of a
+change on the same machine load). Each row is also compared with the ``asyncio-floor`` row
+of its own loop, when that runs, by the median of the same-round ratios.
+
 With ``--framing go`` or ``event`` the replay server cuts the same bytes into the HTTP
 chunks a kube-apiserver sends (see ``benchmarks._replay``); the default, ``bulk``, is ~256
 KiB chunks. With ``--pace N`` it sends N events a second, one chunk each: a watch that keeps
@@ -15,6 +21,7 @@ up, where each client waits for each event (use ``--events`` of a few seconds' w
 
     python -m benchmarks.watch_cpu [--events 100000] [--rounds 7] [--tls] [--clients a,b]
                                    [--framing bulk|go|event] [--pace N] [--body FILE]
+                                   [--loops asyncio,uvloop] [--before SRC]
 """
 
 from __future__ import annotations
@@ -38,6 +45,10 @@ DEFAULT_CLIENTS = (
     "watchkeeper-stream", "watchkeeper-stream-lazy",
     "lightkube", "lightkube-async", "kubernetes", "kubernetes_asyncio",
 )
+FLOOR = "asyncio-floor"
+SYNC = {"lightkube", "kubernetes", "raw-socket", "msgspec"}  # no event loop: run once
+UVLOOP = "+uvloop"
+BEFORE = " (before)"
 # Peers this slow (≥ 40 µs per event) get fewer events per round: CPU per event is the measure.
 SLOW = {"kubernetes_asyncio": 20_000, "kr8s": 10_000, "kopf": 5_000}
 
@@ -80,9 +91,30 @@ class Replay:
         self.proc.wait(10)
 
 
+def rows_for(clients: list[str], loops: list[str], before: Path | None) -> list[str]:
+    """The rows to run: each client on each loop (a sync client once), then each
+    watchkeeper row again from the ``before`` tree."""
+    rows = [c + ("" if loop == "asyncio" else UVLOOP) for loop in loops for c in clients
+            if loop == "asyncio" or c not in SYNC]
+    if before is not None:
+        rows += [r + BEFORE for r in rows if r.startswith("watchkeeper")]
+    return rows
+
+
+def child_of(row: str, before: Path | None) -> tuple[str, list[str], str]:
+    """The child client, its extra arguments and its PYTHONPATH, for one row."""
+    src = str(ROOT / "src")
+    if row.endswith(BEFORE):
+        row, src = row[:-len(BEFORE)], str(before)
+    extra: list[str] = []
+    if row.endswith(UVLOOP):
+        row, extra = row[:-len(UVLOOP)], ["--loop", "uvloop"]
+    return row, extra, src
+
+
 def run(events: int, objects: int, rounds: int, clients: list[str], tls: bool,
         body_path: Path | None, framing: str = "bulk", tls_suites: str = "go",
-        pace: float | None = None) -> dict[str, Any]:
+        pace: float | None = None, before: Path | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="wk-cpu-") as tmp_s:
         tmp = Path(tmp_s)
         body = body_path or tmp / "watch-body.jsonl"
@@ -103,13 +135,14 @@ def run(events: int, objects: int, rounds: int, clients: list[str], tls: bool,
                 order = clients[rnd % len(clients):] + clients[:rnd % len(clients)]
                 loads.append(list(os.getloadavg()))
                 for name in order:
-                    n = min(events, SLOW.get(name, events))
-                    args = ["--child", name, "--kubeconfig", str(server.kubeconfig),
+                    child, extra, src = child_of(name, before)
+                    n = min(events, SLOW.get(child, events))
+                    args = ["--child", child, "--kubeconfig", str(server.kubeconfig),
                             "--namespace", "watch", "--rv", rv0, "--last-rv", last_rv,
                             "--events", str(n), "--capture", str(body),
-                            "--server-pid", str(server.proc.pid)]
+                            "--server-pid", str(server.proc.pid), *extra]
                     res = run_child("watch_throughput", args, timeout=60 + n / 500,
-                                    env={"PYTHONPATH": str(ROOT / "src"),
+                                    env={"PYTHONPATH": src,
                                          "KUBECONFIG": str(server.kubeconfig)},
                                     server_pid=server.proc.pid, quiet=False)
                     res["round"] = rnd
@@ -140,7 +173,14 @@ def summarize(rows: dict[str, list[dict[str, Any]]], loads: list[list[float]], e
         ok = [r for r in runs if r.get("ok")]
         ratios = [base[r["round"]]["cpu_us_per_event"] / r["cpu_us_per_event"]
                   for r in ok if r["round"] in base]
+        floor_row = FLOOR + (UVLOOP if UVLOOP in name else "")
+        floors = {r["round"]: r for r in rows.get(floor_row, []) if r.get("ok")}
+        x_floor = [r["cpu_us_per_event"] / floors[r["round"]]["cpu_us_per_event"]
+                   for r in ok if r["round"] in floors]
         out.append({
+            "x_floor_median": statistics.median(x_floor) if x_floor else None,
+            "x_floor_max": max(x_floor) if x_floor else None,
+            "floor_row": floor_row if x_floor else None,
             "client": name, "ok_rounds": len(ok), "rounds": len(runs),
             "cpu_us_per_event_median": statistics.median(r["cpu_us_per_event"] for r in ok)
             if ok else None,
@@ -169,11 +209,13 @@ def table(data: dict[str, Any]) -> str:
             fmt_num(r["x_lightkube_median"], 2) + "x" if r["x_lightkube_median"] else "—",
             (f"{r['x_lightkube_min']:.2f}-{r['x_lightkube_max']:.2f}"
              if r["x_lightkube_min"] else "—"),
+            fmt_num(r.get("x_floor_median"), 2) + "x" if r.get("x_floor_median") else "—",
             fmt_num(r["events_per_s_median"]), f"{r['ok_rounds']}/{r['rounds']}",
             fmt_num(r["events_per_round"]),
         ])
     return markdown_table(["client", "CPU µs/event (median)", "vs lightkube sync (median of "
-                           "same-round ratios)", "per-round range", "events/s (median)",
+                           "same-round ratios)", "per-round range", "x its loop's asyncio-floor "
+                           "(median of same-round ratios)", "events/s (median)",
                            "rounds ok", "events/round"], rows)
 
 
@@ -197,13 +239,22 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--pace", type=float,
                    help="events a second, one chunk each (a watch that keeps up); "
                         "--framing is then ignored")
+    p.add_argument("--loops", default="asyncio",
+                   help="asyncio, uvloop or both (comma-separated): the children's event loop")
+    p.add_argument("--before", type=Path,
+                   help="another tree's src: its watchkeeper rows run in the same rounds")
     a = p.parse_args(argv)
-    clients = [c.strip() for c in a.clients.split(",") if c.strip()]
+    loops = [x.strip() for x in a.loops.split(",") if x.strip()]
+    if set(loops) - {"asyncio", "uvloop"}:
+        p.error(f"--loops: asyncio or uvloop, not {a.loops!r}")
+    clients = rows_for([c.strip() for c in a.clients.split(",") if c.strip()], loops, a.before)
     t0 = time.time()
     data = run(a.events, a.objects, a.rounds, clients, a.tls, a.body, a.framing, a.tls_suites,
-               a.pace)
+               a.pace, a.before)
+    data["loops"] = loops
+    data["before"] = str(a.before) if a.before else None
     data["seconds"] = time.time() - t0
-    name = "watch-cpu" + ("-tls" if a.tls else "") + (
+    name = "watch-cpu" + ("-tls" if a.tls else "") + ("-uvloop" if "uvloop" in loops else "") + (
         "-openssl-suites" if a.tls and a.tls_suites == "openssl" else "") + (
         f"-paced-{a.pace:g}" if a.pace else
         "" if a.framing == "bulk" else f"-{a.framing}-chunks")

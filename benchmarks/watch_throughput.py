@@ -511,6 +511,10 @@ def child_main(a: argparse.Namespace) -> None:
         }
         report.emit()
         return
+    if a.loop == "uvloop":  # every asyncio.run of the runners below makes a uvloop loop
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     m = Meter(a.server_pid)
     count = 0
     try:
@@ -661,6 +665,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--last-rv", help=argparse.SUPPRESS)
     p.add_argument("--capture", help=argparse.SUPPRESS)
     p.add_argument("--server-pid", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--loop", choices=("asyncio", "uvloop"), default="asyncio",
+                   help=argparse.SUPPRESS)  # the child's event loop (watch_cpu --loops)
     a = p.parse_args(argv)
     if a.child:
         child_main(a)

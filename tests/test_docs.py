@@ -70,6 +70,9 @@ MEASURED_INTERNALS = {
     "benchmarks/kindness_fleet.py": {"watchkeeper.client.circuit.CircuitState",
                                       "watchkeeper.client.circuit.PROBE_MAX"},
     "benchmarks/chunk_framing.py": {"watchkeeper.client._http1"},
+    # times the steps of a paced read in place (issue 25)
+    "benchmarks/paced_breakdown.py": {"watchkeeper.client._http1.ResponseProtocol",
+                                      "watchkeeper.client._pieces.PieceDecoder"},
     # measures the simulator's write path with its old document copy
     "benchmarks/sim_writes.py": {"watchkeeper_sim.storage.fields",
                                  "watchkeeper_sim.storage.namespaces",

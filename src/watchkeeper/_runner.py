@@ -15,7 +15,7 @@ import inspect
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +70,7 @@ class RunOptions:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     probe_check_interval: float = 5.0
+    loop: str = "asyncio"  # or "uvloop" (the ``fast`` extra)
 
 
 def load_target(target: str) -> Any:
@@ -196,9 +197,24 @@ async def run_operator(
                       probe_check_interval=probe_check_interval)
 
 
+def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop ``--loop`` names: asyncio's own (None), or uvloop's, which the
+    ``watchkeeper[fast]`` extra installs (libuv: less CPU per wake-up, docs/decisions.md)."""
+    if name == "asyncio":
+        return None
+    if name != "uvloop":
+        raise RunError(f"unknown event loop {name!r}: asyncio or uvloop")
+    try:
+        import uvloop
+    except ImportError:
+        raise RunError("--loop uvloop needs uvloop: pip install 'watchkeeper[fast]'") from None
+    return uvloop.new_event_loop
+
+
 def run_sync(options: RunOptions) -> int:
     try:
-        return asyncio.run(run(options))
+        with asyncio.Runner(loop_factory=loop_factory(options.loop)) as runner:
+            return runner.run(run(options))
     except (RunError, wk.ConfigError) as exc:  # a kubeconfig or context that does not work
         print(f"error: {exc}", file=sys.stderr)
         return 2

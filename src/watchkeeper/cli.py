@@ -292,11 +292,15 @@ def watch(
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
               show_default=True, envvar="WK_LOG_FORMAT")
 @click.option("-v", "--verbose", is_flag=True, help="Debug logging.")
+@click.option("--loop", type=click.Choice(["asyncio", "uvloop"]), default="asyncio",
+              show_default=True, envvar="WK_LOOP",
+              help="The event loop; uvloop needs the fast extra (pip install "
+                   "'watchkeeper[fast]').")
 def run_command(
     target: str, kubeconfig: str | None, context: str | None, probe_host: str, probe_port: int,
     leader_election: bool, lease_name: str | None, lease_namespace: str | None,
     lease_duration: float, renew_deadline: float, retry_period: float,
-    log_format: str, verbose: bool,
+    log_format: str, verbose: bool, loop: str,
 ) -> None:
     """Run an operator: TARGET is module:attr or file.py:attr, a function that takes a
     Client and returns a watchkeeper.Operator (or a list of them, run together by
@@ -314,7 +318,7 @@ def run_command(
         code = run_sync(RunOptions(
             target, kubeconfig, context, probe_host, None if probe_port < 0 else probe_port,
             leader_election, lease_name, lease_namespace, lease_duration, renew_deadline,
-            retry_period,
+            retry_period, loop=loop,
         ))
     except Exception as exc:
         err = caller_error(exc)

@@ -19,7 +19,7 @@ import logging
 import random
 import time
 import warnings
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -33,6 +33,7 @@ from watchkeeper.client import (
     Gone,
     Invalid,
     Timeout,
+    WatchStream,
 )
 from watchkeeper.client.circuit import is_reachability_error
 from watchkeeper.client.errors import MAX_RETRY_AFTER
@@ -558,26 +559,44 @@ class Watcher:
                     async for ev in self._paginated_list(progress, held):
                         yield ev
                     need_list, listed = False, True
-                async for batch in self._watch_once(
+                # Closed on the way out (an error, the consumer stopping): its connection
+                # with it, at once, not when the garbage collector finalizes it.
+                async with contextlib.aclosing(self._watch_once(
                     progress, need_list and streaming, held if listed else None
-                ):
-                    # Popped, not iterated: an event the consumer has dropped is freed at
-                    # once, so a piece's decoded dicts are not all alive for each garbage
-                    # collection (measured: 6.2 -> 4.4 µs per event reading every lazy obj).
-                    # InitDone only ever ends a batch: the list is done once the batch is
-                    # (a consumer that stops before it ends the watcher anyway).
-                    if batch and batch[-1].__class__ is InitDone:
-                        need_list = False
-                    batch.reverse()
-                    pop = batch.pop
-                    item = None
-                    try:
-                        while batch:
-                            item = pop()
-                            yield item
-                    except GeneratorExit:
-                        self._stopped_at(item)
-                        raise
+                )) as parts:
+                    async for part in parts:
+                        # The live stream is iterated here, not re-yielded by _watch_once:
+                        # one generator between the protocol and the consumer, not three.
+                        live: _Live | None = None
+                        if isinstance(part, _Live):
+                            live, source = part, part.batches
+                        else:
+                            source = _once(part)
+                        async with contextlib.aclosing(source):
+                            async for batch in source:
+                                if live is not None:
+                                    batch = self._took(live, progress, batch)
+                                    if not batch:
+                                        continue
+                                elif batch and batch[-1].__class__ is InitDone:
+                                    # InitDone only ever ends a batch: the list is done once
+                                    # the batch is (a consumer that stops before it ends
+                                    # the watcher anyway).
+                                    need_list = False
+                                # Popped, not iterated: an event the consumer has dropped is
+                                # freed at once, so a piece's decoded dicts are not all
+                                # alive for each garbage collection (measured: 6.2 -> 4.4 µs
+                                # per event reading every lazy obj).
+                                batch.reverse()
+                                pop = batch.pop
+                                item = None
+                                try:
+                                    while batch:
+                                        item = pop()
+                                        yield item
+                                except GeneratorExit:
+                                    self._stopped_at(item)
+                                    raise
                 previous_gone = False
                 continue  # a normal end: re-watch at once from the last resourceVersion
             except ApiError as error:
@@ -765,16 +784,33 @@ class Watcher:
             if ev.resource_version:
                 self.resource_version = ev.resource_version
 
+    def _took(self, live: _Live, progress: _Progress, batch: list[Event]) -> list[Event]:
+        """The bookkeeping of one batch of the live stream, once per piece, not per event
+        (the stream counted its events by type): the resume version, health. Returns the
+        batch without its bookmarks (a piece of ADDED/MODIFIED/DELETED as it is)."""
+        live.delivered = True
+        decoder = live.decoder
+        if decoder.resource_version:
+            self.resource_version = decoder.resource_version
+        health = self.health
+        health.last_event_at = live.clock()
+        if not progress.settled or health.state is not _HEALTHY:
+            progress.progressed()
+        if decoder.plain:
+            return batch
+        return [ev for ev in batch if ev.__class__ is not Bookmark]  # type: ignore[comparison-overlap]
+
     async def _watch_once(
         self, progress: _Progress, initial: bool, held: list[Event] | None = None
-    ) -> AsyncIterator[list[Event]]:
+    ) -> AsyncGenerator[list[Event] | _Live, None]:
         """One watch request; with ``initial`` it is a streaming list (sendInitialEvents);
         ``held``: a paginated list just succeeded (its last page and ``InitDone``, handed
         out once this watch is accepted), so an accepted watch is health again.
 
-        Yields the events of each decoded piece of the stream as one list; for a piece of
-        ADDED/MODIFIED/DELETED only, the bookkeeping (resume version, counters, health) is
-        done once for the piece, not per event."""
+        Yields lists of events (the list's, a streaming list's), then the live stream as a
+        ``_Live``, which ``_run`` iterates itself (one generator layer fewer per read) with
+        ``_took`` doing the bookkeeping once per piece; resumed after it, this ends the
+        request (a clean end too early is ``_ClosedEarly``)."""
         cfg, clock = self.config, progress.clock
         timeout = cfg.watch_timeout(self._rng)
         rv = self.resource_version
@@ -841,20 +877,10 @@ class Watcher:
                     stable = loop.call_later(min(STABLE_AFTER, timeout / 2), progress.progressed)
                     if held is not None:
                         yield held  # emptied by the consumer: popped in _run
-                decoder = stream.decoder
-                async for batch in batches:
-                    # The bookkeeping once per piece (the stream counted its events by type).
-                    delivered = True
-                    if decoder.resource_version:
-                        self.resource_version = decoder.resource_version
-                    health.last_event_at = clock()
-                    if not progress.settled or health.state is not _HEALTHY:
-                        progress.progressed()
-                    if not decoder.plain:
-                        batch = [ev for ev in batch if ev.__class__ is not Bookmark]
-                        if not batch:
-                            continue
-                    yield batch  # type: ignore[misc]  # Apply/Delete, built by the stream
+                # Apply/Delete, built by the stream:
+                live = _Live(batches, stream, clock)  # type: ignore[arg-type]
+                yield live  # iterated by _run (see ``_took``), then back here at its end
+                delivered = delivered or live.delivered
         finally:
             if stable is not None:
                 stable.cancel()
@@ -903,6 +929,23 @@ class Watcher:
             "streaming list ended before the initial-events-end bookmark",
             reason="ClosedEarly", method="WATCH", path=self.api.resource_name,
         )
+
+
+class _Live:
+    """The live part of one watch, handed by ``_watch_once`` to ``_run``: the stream's
+    batches, its decoder (resume version, whether a piece was plain), whether any came."""
+
+    __slots__ = ("batches", "clock", "decoder", "delivered")
+
+    def __init__(self, batches: AsyncGenerator[list[Event], None], stream: WatchStream,
+                 clock: Callable[[], float]) -> None:
+        self.batches, self.decoder, self.clock = batches, stream.decoder, clock
+        self.delivered = False
+
+
+async def _once(batch: list[Event]) -> AsyncGenerator[list[Event], None]:
+    """One batch as a stream of batches (the list's, a streaming list's)."""
+    yield batch
 
 
 def _last_version(batch: list[ObjectEvent]) -> str:

@@ -23,7 +23,7 @@ from multidict import CIMultiDict
 
 BUFFER_SIZE = 2 << 20  # preallocated per open watch
 MIN_FREE = 64 << 10  # compact or grow below this much free space
-HIGH_WATER = 1 << 20  # unconsumed body bytes that pause reading (when nobody waits)
+HIGH_WATER = 1 << 20  # unconsumed body bytes (complete lines) that pause reading
 LOW_WATER = 256 << 10  # ... and resume it
 MAX_HEAD = 64 << 10  # status line + headers
 MAX_CHUNK_HEADER = 4096
@@ -131,18 +131,28 @@ class ResponseProtocol(asyncio.BufferedProtocol):
         self.w += nbytes
         self.last_rx = self._loop.time()
         try:
-            self._deframe()
+            if self._state == _CHUNKED:  # a watch: one call fewer per read
+                self._chunks()
+            else:
+                self._deframe()
         except FramingError as exc:
             self.fail(exc)
             return
-        if not self.paused and self.transport is not None:
-            if not self.waiting and self.b - self.r > HIGH_WATER:
-                self.paused = True
-                self.transport.pause_reading()
-            elif self.b - self.r > self.max_line and self._no_newline():
-                self.paused = True  # an over-long line: read no more, the consumer fails it
-                self.transport.pause_reading()
-        self._wake()
+        pending = self.b - self.r
+        if (pending > HIGH_WATER or pending > self.max_line) and not self.paused and \
+                self.transport is not None and (
+                    pending > self.max_line if self._no_newline() else pending > HIGH_WATER):
+            # Complete lines over the high-water mark pause reading even while the consumer
+            # waits: uvloop reads up to 32 times per loop turn before the woken consumer
+            # runs (the buffer grew to 8-16 MiB). One line still arriving is read on up to
+            # the line cap, where the consumer fails it.
+            self.paused = True
+            self.transport.pause_reading()
+        fut = self._waiter
+        if fut is not None:
+            self._waiter = None
+            if not fut.done():
+                fut.set_result(None)
 
     def _no_newline(self) -> bool:
         start = max(self.r, self._scan)
@@ -221,6 +231,10 @@ class ResponseProtocol(asyncio.BufferedProtocol):
                     return False
                 if buf[p:p + 2] != b"\r\n":
                     raise FramingError("chunk not followed by CRLF")
+                if w - p == 2:
+                    # Left for the next read: its chunks, header and all, are then taken
+                    # by ``_whole_chunks`` (a watch that keeps up gets a chunk per read).
+                    return False
                 p = self.p = p + 2
                 self._crlf = False
             eol = buf.find(b"\r\n", p, w)
@@ -354,21 +368,35 @@ class ResponseProtocol(asyncio.BufferedProtocol):
         self.buf, self.mv = grown, memoryview(grown)
 
     def reset_if_drained(self) -> None:
-        """All consumed: start again at the front (and drop a grown buffer)."""
-        if self.r == self.w:
-            self._scan -= self.r
-            self.r = self.b = self.p = self.w = 0
-            if len(self.buf) > self._size0:
-                self.mv.release()
-                self.buf = bytearray(self._size0)
-                self.mv = memoryview(self.buf)
+        """All the body consumed: start again at the front (and drop a grown buffer), with
+        what is left of the framing (a chunk's CRLF left for the next read, a header cut by
+        a read), so a watch that keeps up reads into the same few KiB every time."""
+        r, p = self.r, self.p
+        if r != self.b or (not p and len(self.buf) == self._size0):
+            return
+        w = self.w
+        n = w - p
+        if n > MAX_CHUNK_HEADER:  # framing bytes only ever come a few at a time
+            return
+        if len(self.buf) > self._size0:
+            grown = self.mv
+            self.buf = bytearray(self._size0)
+            self.mv = memoryview(self.buf)
+            self.mv[:n] = grown[p:w]
+            grown.release()
+        elif n:
+            self.mv[:n] = self.mv[p:w]
+        self._scan = self.r = self.b = self.p = 0
+        self.w = n
 
     # -- consumer side ------------------------------------------------------------------------
 
     def take(self, piece: int) -> bytes | None:
         """Whole lines from the body, about ``piece`` bytes, or None if none is complete."""
+        self.waiting = False
         r, b = self.r, self.b
         if r == b:
+            self.reset_if_drained()
             return None
         buf = self.buf
         end = r + piece
@@ -400,13 +428,19 @@ class ResponseProtocol(asyncio.BufferedProtocol):
             self.paused = False
             self.transport.resume_reading()
 
-    async def wait(self) -> None:
-        """Until more bytes, the end, or a failure arrive."""
-        self.resume()
+    def waiter(self) -> asyncio.Future[None]:
+        """A future done when more bytes, the end, or a failure arrive: the stream awaits
+        it directly (no coroutine frame per read); ``take`` ends the wait."""
+        if self.paused:
+            self.resume()
         fut = self._waiter = self._loop.create_future()
         self.waiting = True
+        return fut
+
+    async def wait(self) -> None:
+        """Until more bytes, the end, or a failure arrive."""
         try:
-            await fut
+            await self.waiter()
         finally:
             self.waiting = False
             self._waiter = None

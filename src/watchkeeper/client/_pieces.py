@@ -71,19 +71,17 @@ _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeErr
                   RecursionError, ValueError)
 
 
-class LazyPiece:
+class LazyPiece(msgspec.Struct):
     """The bytes of one lazy piece. Objects are decoded from it only when read, a window of
     ~16 KiB of lines per ``decode_lines`` call, in order (one window's dicts alive at a time,
     for the garbage collector's sake: see ``EAGER_PIECE_BYTES``); lines are split out only
-    for a caller that wants them (``bytes.split`` costs ~0.5 µs per event)."""
+    for a caller that wants them (``bytes.split`` costs ~0.5 µs per event). A Struct: one
+    is built per read, in C (a Python ``__init__`` is a frame per read)."""
 
-    __slots__ = ("_data", "_lines", "_objs", "_pos")
-
-    def __init__(self, data: bytes | None = None, lines: list[bytes] | None = None) -> None:
-        self._data = data
-        self._lines = lines
-        self._objs: list[JSON | None] = []
-        self._pos = 0
+    _data: bytes | None = None
+    _lines: list[bytes] | None = None
+    _objs: list[JSON | None] = msgspec.field(default_factory=list)
+    _pos: int = 0
 
     @property
     def lines(self) -> list[bytes]:
@@ -193,7 +191,7 @@ class PieceDecoder:
         self._before_bad = ""
         # Lazy: the last piece's lines, one per envelope (the fast path leaves one more,
         # empty, at the end): a lazy event decodes its object from its line.
-        self.piece = LazyPiece(lines=[])
+        self.piece = LazyPiece(None, [])
 
     def count(self, envs: list[Any], counts: dict[str, int]) -> None:
         """Add the last piece's events (``envs``) to ``counts`` by type."""
@@ -221,8 +219,8 @@ class PieceDecoder:
                 self.resource_version = rv
                 return
 
-    def decode(self, data: bytes) -> tuple[list[Any], InvalidResponse | None]:
-        """Envelopes of whole lines ``data``; on a bad line, those before it and the error."""
+    def _valid(self, data: bytes) -> list[Any] | None:
+        """The envelopes of whole lines ``data`` if every line is one good event, else None."""
         try:
             # One value per line, exactly: with the newlines made commas the piece must be a
             # JSON array of one element per newline. Counting values against newlines alone
@@ -254,7 +252,16 @@ class PieceDecoder:
                 ok = _envelopes_named(envs)
         except _DECODE_ERRORS:
             ok = False
-        if not ok:
+        return envs if ok else None
+
+    def decode(self, data: bytes) -> tuple[list[Any], InvalidResponse | None]:
+        """Envelopes of whole lines ``data``; on a bad line, those before it and the error."""
+        return self._settle(data, self._valid(data))
+
+    def _settle(self, data: bytes, envs: list[Any] | None,
+                ) -> tuple[list[Any], InvalidResponse | None]:
+        """``decode`` once ``_valid`` has judged the piece (``envs``: None if it failed)."""
+        if envs is None:
             self.plain = False
             good, error = self._by_line(data)
             self.kinds = set(map(_TYPE, good))
@@ -266,11 +273,47 @@ class PieceDecoder:
         self.plain = kinds <= _PLAIN
         return envs, None
 
+    def batch(
+        self, data: bytes, classes: EventClasses, other: Callable[[str], type[ObjectEvent]],
+        counts: dict[str, int], strip: bool = False,
+    ) -> tuple[list[ObjectEvent], ApiError | None]:
+        """``decode`` then ``events``, in one call per read: the typed events of whole lines
+        ``data`` and the error that ends them (an ERROR line, or else a bad line). A lazy
+        piece of ADDED/MODIFIED/DELETED only, what a watch that keeps up gets, is built
+        here with no further call."""
+        if self.lazy:
+            envs = self._valid(data)
+            if envs is not None:
+                kinds = self.kinds = set(map(_TYPE, envs))
+                if kinds <= _PLAIN:
+                    self.plain = True
+                    piece = self.piece = LazyPiece(data)
+                    if len(kinds) == 1:
+                        kind = envs[0].type
+                        counts[kind] = counts.get(kind, 0) + len(envs)
+                    else:
+                        self.count(envs, counts)
+                    # An object event's head has its metadata (``_ObjectHead``).
+                    rv = envs[-1].object.metadata.resourceVersion
+                    if rv:
+                        self.resource_version = rv
+                    else:
+                        self._advance(envs)
+                    return [classes[e.type](None, e.object.metadata, piece, strip, i)
+                            for i, e in enumerate(envs)], None
+            envs, bad = self._settle(data, envs)
+        else:
+            envs, bad = self.decode(data)
+        if not envs:
+            return [], bad
+        batch, error = self.events(envs, classes, other, counts, strip)
+        return batch, error or bad
+
     def _by_line(self, data: bytes) -> tuple[list[Any], InvalidResponse | None]:
         self._before_bad = self.resource_version
         good: list[Any] = []
         lines: list[bytes] = []
-        self.piece = LazyPiece(lines=lines)
+        self.piece = LazyPiece(None, lines)
         one = self._one
         for line in data.split(b"\n"):
             if not line.strip():

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import zlib
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
@@ -218,6 +218,27 @@ class FastWatchStream:
         """The last resourceVersion of the events decoded so far ("" if none)."""
         return self.decoder.resource_version
 
+    def _starved(self) -> bool:
+        """No whole line to take: True at the clean end of the body; raises what else ended
+        it (a failure, a cut line, a line over the cap); False when more is to come."""
+        conn = self._conn
+        proto = conn.proto
+        proto.reset_if_drained()
+        if proto.error is not None:
+            raise self._error(proto.error)
+        pending = proto.pending_line()
+        if proto.eof:
+            if proto.rest().strip():
+                raise InvalidResponse(
+                    f"watch stream ended inside an event ({pending} bytes cut off)",
+                    **conn.where)
+            return True
+        if pending > self._max_line:
+            raise self._too_long(pending)
+        if pending:
+            conn.line_started()
+        return False
+
     async def pieces(self) -> AsyncIterator[list[Any]]:
         """Lists of envelopes (``type`` and ``object``), one per piece of ~64 KiB. After a
         bad line, the good events before it come as their own list, then the error."""
@@ -229,21 +250,9 @@ class FastWatchStream:
         while True:
             data = take(size)
             if data is None:
-                proto.reset_if_drained()
-                if proto.error is not None:
-                    raise self._error(proto.error)
-                pending = proto.pending_line()
-                if proto.eof:
-                    if proto.rest().strip():
-                        raise InvalidResponse(
-                            f"watch stream ended inside an event ({pending} bytes cut off)",
-                            **conn.where)
+                if self._starved():
                     return
-                if pending > self._max_line:
-                    raise self._too_long(pending)
-                if pending:
-                    conn.line_started()
-                await proto.wait()
+                await proto.waiter()
                 continue
             conn.line_done()
             if len(data) > self._max_line:
@@ -276,19 +285,35 @@ class FastWatchStream:
         *,
         counts: dict[str, int] | None = None,
         strip: bool = False,
-    ) -> AsyncIterator[list[ObjectEvent]]:
+    ) -> AsyncGenerator[list[ObjectEvent], None]:
         """The typed events of each piece, one list per piece (never empty): object lines as
         instances of ``classes[type]`` (``other(type)`` for a type not in it), bookmarks as
         ``Bookmark``. An ERROR line or a bad line ends the stream: the events before it come
         as their own list, then its typed ``ApiError``. ``counts`` (by type) and
         ``resource_version`` (the last event's) are kept once per piece; ``strip`` drops
         ``metadata.managedFields`` from each object once decoded."""
-        decoder = self.decoder
-        events = decoder.events
+        # One generator between the protocol and the consumer: each read is taken, decoded
+        # and typed here (``PieceDecoder.batch``), and a wait awaits the protocol's future.
+        conn = self._conn
+        proto = conn.proto
+        take = proto.take
+        batch_of = self.decoder.batch
+        size, max_line = self._piece, self._max_line
         tally: dict[str, int] = {} if counts is None else counts
-        async for envs in self.pieces():
-            batch, error = events(envs, classes, other, tally, strip)
-            del envs
+        while True:
+            data = take(size)
+            if data is None:
+                # All taken, nothing more yet: the usual case, checked without a call.
+                if (proto.r != proto.b or proto.eof or proto.error is not None) and \
+                        self._starved():
+                    return
+                await proto.waiter()
+                continue
+            conn._line_since = None  # conn.line_done(), without the call
+            if len(data) > max_line:
+                raise self._too_long(len(data))
+            batch, error = batch_of(data, classes, other, tally, strip)
+            del data
             if batch:
                 yield batch
             if error is not None:

@@ -210,6 +210,25 @@ async def test_run_imports_a_module_from_the_current_directory(tmp_path: Path) -
     assert code == 2, err
 
 
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+async def test_run_loop_picks_the_event_loop_the_operator_runs_on(
+    tmp_path: Path, loop: str
+) -> None:
+    """`run --loop uvloop` (the fast extra) runs setup and the operator on uvloop's loop."""
+    seen = tmp_path / "loop.txt"
+    (tmp_path / "op.py").write_text(
+        "import asyncio\n\nasync def setup(client):\n"
+        f"    open({str(seen)!r}, 'w').write(type(asyncio.get_running_loop()).__module__)\n"
+        "    return 'not an operator'\n"
+    )
+    async with ApiServer() as srv:
+        kubeconfig = srv.kubeconfig(tmp_path / "kc")
+        code, _, err = await cli("run", f"{tmp_path / 'op.py'}:setup", "--kubeconfig",
+                                 kubeconfig, "--probe-port", "-1", "--loop", loop)
+    assert code == 2 and "must return a watchkeeper.Operator" in error_line(err), err
+    assert seen.read_text().split(".")[0] == loop
+
+
 async def test_status_accepts_host_port_without_a_scheme() -> None:
     probes = HealthServer("127.0.0.1", 0)
     await probes.start()

@@ -416,6 +416,42 @@ async def test_a_slow_consumer_pauses_reading_and_memory_stays_bounded() -> None
     assert biggest == BUFFER_SIZE
 
 
+def test_reads_uvloop_makes_in_one_loop_turn_stop_at_the_high_water_mark() -> None:
+    """uvloop (``watchkeeper[fast]``) reads up to 32 times per loop turn before the woken
+    consumer runs: reading pauses at the high-water mark then too, so a burst never grows
+    the receive buffer (it grew to 8-16 MiB while the consumer's wake-up was pending)."""
+    import uvloop
+
+    one = b"".join(line(i) for i in range(500))
+    block = b"%x\r\n%s\r\n" % (len(one), one)
+    repeats = 30_000_000 // len(one)
+
+    async def flood(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(HEAD)
+        for _ in range(repeats):
+            writer.write(block)
+            await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        writer.close()
+
+    async def main() -> tuple[int, int, int]:
+        count = biggest = most = 0
+        async with raw_server(flood) as client, open_stream(client.transport, PATH) as stream:
+            proto = stream._conn.proto
+            async for batch in stream.batches():
+                count += len(batch)
+                biggest = max(biggest, len(proto.buf))
+                most = max(most, proto.b - proto.r)
+        return count, biggest, most
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        count, biggest, most = runner.run(main())
+    assert count == 500 * repeats
+    assert biggest == BUFFER_SIZE, f"the buffer grew to {biggest:,} bytes"
+    assert most <= HIGH_WATER + BUFFER_SIZE
+
+
 # -- over the simulator, plain and TLS ---------------------------------------------------------
 
 
