@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
-import datetime as dt
 import json
 import os
 import socket
@@ -98,22 +98,21 @@ def _check(obj: dict[str, Any] | None) -> str | None:
 async def _serve_watchkeeper(a: argparse.Namespace, pem: tuple[bytes, bytes], typed: bool
                              ) -> None:
     import watchkeeper as wk
-    from watchkeeper.webhooks import AdmissionRequest, Denied, ServingTLS, WebhookServer
 
-    tls = ServingTLS()
+    tls = wk.webhooks.ServingTLS()
     tls.update(*pem)
-    server = WebhookServer(tls, port=a.port)
+    server = wk.webhooks.WebhookServer(tls, port=a.port)
     model = wk.k8s.ConfigMap if typed else None
 
     @server.validating("/validate", model=model)
-    async def validate(req: AdmissionRequest[Any]) -> None:
+    async def validate(req: wk.webhooks.AdmissionRequest[Any]) -> None:
         obj = req.object
         problem = _check(wk.to_dict(obj) if typed and obj is not None else obj)
         if problem:
-            raise Denied(problem)
+            raise wk.webhooks.Denied(problem)
 
     @server.mutating("/mutate", model=model)
-    async def mutate(req: AdmissionRequest[Any]) -> Any:
+    async def mutate(req: wk.webhooks.AdmissionRequest[Any]) -> Any:
         if typed:
             cm = req.object
             cm.metadata.labels = {**(cm.metadata.labels or {}), LABEL: "watchkeeper"}
@@ -348,18 +347,18 @@ def child_main(a: argparse.Namespace) -> None:
 
 
 def make_certs(tmp: Path) -> dict[str, Path]:
-    """One CA and one serving certificate for 127.0.0.1, shared by every server."""
-    from watchkeeper.webhooks import pki
+    """One CA and one serving certificate for 127.0.0.1 (ECDSA P-256, as
+    ``CertificateManager`` makes them), shared by every server."""
+    import trustme
 
-    now = dt.datetime.now(dt.UTC)
-    ca = pki.new_ca("webhook-latency CA", now, dt.timedelta(days=2))
-    serving = pki.new_serving(ca, ["127.0.0.1", "localhost"], now, dt.timedelta(days=1))
+    ca = trustme.CA()
+    serving = ca.issue_cert("127.0.0.1", "localhost")
     paths = {"ca": tmp / "ca.crt", "cert": tmp / "tls.crt", "key": tmp / "tls.key"}
-    paths["ca"].write_bytes(ca.cert_pem)
-    paths["cert"].write_bytes(serving.cert_pem)
+    ca.cert_pem.write_to_path(str(paths["ca"]))
+    serving.cert_chain_pems[0].write_to_path(str(paths["cert"]))
     fd = os.open(paths["key"], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as f:
-        f.write(serving.key_pem)
+        f.write(serving.private_key_pem.bytes())
     return paths
 
 
@@ -457,24 +456,21 @@ async def record(kubeconfig: str, prefix: str) -> dict[str, Any]:
     """Serve a validating webhook to the cluster of ``kubeconfig``, create one ConfigMap in a
     namespace of its own, keep the AdmissionReview it sent; remove both."""
     import watchkeeper as wk
-    from watchkeeper.webhooks import AdmissionRequest, ServingTLS, WebhookServer
 
     with tempfile.TemporaryDirectory(prefix="wk-whl-") as tmp_s:
         certs = make_certs(Path(tmp_s))
-        tls = ServingTLS()
+        tls = wk.webhooks.ServingTLS()
         tls.update(certs["cert"].read_bytes(), certs["key"].read_bytes())
         ca_bundle = certs["ca"].read_bytes()
-    server = WebhookServer(tls, port=0)
+    server = wk.webhooks.WebhookServer(tls, port=0)
     seen: list[dict[str, Any]] = []
 
     @server.validating("/record")
-    async def keep(req: AdmissionRequest[Any]) -> None:
+    async def keep(req: wk.webhooks.AdmissionRequest[Any]) -> None:
         seen.append({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                      "request": req.raw})
 
     ns = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    import base64
-
     async with wk.Client(wk.ClientConfig.from_kubeconfig(kubeconfig)) as client:
         namespaces = client.api("namespaces")
         vwcs = client.api("validatingwebhookconfigurations.admissionregistration.k8s.io", None)
