@@ -4,10 +4,11 @@
     python -m benchmarks.run_all --quick         # scaled down (~5 minutes)
     python -m benchmarks.run_all --only watch --events 50000
     python -m benchmarks.run_all --only kindness --duration 600   # the real 10-minute outage
-    python -m benchmarks.run_all --only list,watch,kindness,controller   # add the optional one
+    python -m benchmarks.run_all --only list,watch,kindness,controller   # add an optional one
 
-``controller`` (Controller reconciles/s next to kopf, and Store memory per object) is
-optional: it runs only when named in ``--only``.
+``controller`` (Controller reconciles/s next to kopf, and Store memory per object) and
+``webhooks`` (admission latency over TLS at 200 and 1,000 reviews/s next to kopf's webhook
+server, ~5 minutes) are optional: each runs only when named in ``--only``.
 
 Prints one markdown table per benchmark and writes benchmarks/results/run_all-<time>.json
 (each benchmark also writes its own <name>-<time>.json and <name>-latest.json).
@@ -20,11 +21,17 @@ import sys
 import time
 from typing import Any
 
-from benchmarks import controller_throughput, kindness, list_throughput, watch_throughput
+from benchmarks import (
+    controller_throughput,
+    kindness,
+    list_throughput,
+    watch_throughput,
+    webhook_latency,
+)
 from benchmarks._common import machine, save_results, versions
 
 BENCHMARKS = ("list", "watch", "kindness")
-OPTIONAL = ("controller",)  # run only when named in --only
+OPTIONAL = ("controller", "webhooks")  # run only when named in --only
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -85,6 +92,14 @@ def main(argv: list[str] | None = None) -> None:
         out["controller"] = data
         tables.append(f"## Controller: {objects:,} ConfigMaps reconciled once, cache memory\n\n"
                       + controller_throughput.table(data))
+    servers = pick(webhook_latency.SERVERS)
+    if "webhooks" in only and servers != []:
+        servers = list(webhook_latency.SERVERS) if servers is None else servers
+        data = webhook_latency.run([200.0, 1000.0], 15.0, 3.0, 2, servers)
+        save_results("webhook-latency", data)
+        out["webhooks"] = data
+        tables.append("## Webhooks: admission round trip over TLS, open loop\n\n"
+                      + webhook_latency.table(data))
     out["elapsed_s"] = time.monotonic() - started
     path = save_results("run_all", out)
     print("\n\n".join(tables))

@@ -147,26 +147,44 @@ class WebhookServer:
     # -- HTTP -----------------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.Response:
-        path = request.path
         self.in_flight += 1
         self._idle.clear()
         try:
-            try:
-                review = json.loads(await request.read())
-                if not isinstance(review, dict):
-                    raise ValueError("the body is not a JSON object")
-                if path in self.admission:
-                    out = await review_admission(self.admission[path], review)
-                else:
-                    out = review_conversion(self.conversions[path], review)
-            except ValueError as exc:  # (json.JSONDecodeError is one)
-                log.warning("webhook %s: bad review: %s", path, exc)
-                return web.json_response({"error": str(exc)}, status=400)
-            return web.json_response(out)
+            response = await self._review(request)
         finally:
             self.in_flight -= 1
             if self.in_flight == 0:
                 self._idle.set()
+        if self._stale(request):
+            response.force_close()
+        return response
+
+    async def _review(self, request: web.Request) -> web.Response:
+        path = request.path
+        try:
+            review = json.loads(await request.read())
+            if not isinstance(review, dict):
+                raise ValueError("the body is not a JSON object")
+            if path in self.admission:
+                out = await review_admission(self.admission[path], review)
+            else:
+                out = review_conversion(self.conversions[path], review)
+        except ValueError as exc:  # (json.JSONDecodeError is one)
+            log.warning("webhook %s: bad review: %s", path, exc)
+            return web.json_response({"error": str(exc)}, status=400)
+        return web.json_response(out)
+
+    def _stale(self, request: web.Request) -> bool:
+        """Whether the request came over a connection opened under an older serving
+        certificate. Such a connection is closed after this answer (``Connection: close``):
+        kube-apiserver keeps one keep-alive connection open for good, so without this it would
+        never see a rotated certificate; with it, its next review opens a connection that
+        gets the new one, and none is refused (a client reads the answer before the close)."""
+        serving = self.tls.tls if isinstance(self.tls, CertificateManager) else self.tls
+        if not isinstance(serving, ServingTLS) or request.transport is None:
+            return False
+        ssl_object = request.transport.get_extra_info("ssl_object")
+        return ssl_object is not None and ssl_object.context is not serving.current
 
     @property
     def paths(self) -> Sequence[str]:
