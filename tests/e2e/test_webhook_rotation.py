@@ -28,7 +28,7 @@ import pytest
 from aiohttp import web
 
 import watchkeeper as wk
-from e2e.conftest import LABELS, SIMULATOR_CALLS_NO_WEBHOOKS, on_simulator
+from e2e.conftest import LABELS
 from watchkeeper.webhooks import (
     AdmissionRequest,
     CertificateManager,
@@ -150,8 +150,6 @@ async def open_loop(total: int, send: Callable[[int], Awaitable[None]],
 async def test_a_serving_rotation_while_the_api_server_calls_50_times_a_second_fails_none(
     client: wk.Client, namespace: str, hooks: tuple[ObservedServer, CertificateManager, Clock],
 ) -> None:
-    if await on_simulator(client):
-        pytest.xfail(SIMULATOR_CALLS_NO_WEBHOOKS)
     server, mgr, clock = hooks
     api = client.api("configmaps", namespace)
     await until_the_webhook_is_called(api)
@@ -178,8 +176,11 @@ async def test_a_serving_rotation_while_the_api_server_calls_50_times_a_second_f
 
     seen = {name: context for name, context in server.reviews if name.startswith("cm-")}
     assert set(seen) == {f"cm-{i}" for i in range(total)}  # the API server called for each
-    before = [seen[f"cm-{i}"] for i in range(total // 2)]
-    assert all(c is old_context for c in before)
+    # reviews sent half a second before the rotation came over the old certificate (one
+    # still in flight at the rotation may open a connection of the new one: an HTTP/1.1
+    # client, as the simulator is, opens one per concurrent call)
+    before = [seen[f"cm-{i}"] for i in range(total // 2 - RATE // 2)]
+    assert before and all(c is old_context for c in before)
     # after the rotation each connection of the old certificate carries one more review at
     # most; every review sent half a second later came over a handshake with the new one
     after = [seen[f"cm-{i}"] for i in range(rotated_at + RATE // 2, total)]

@@ -162,6 +162,10 @@ class WebhookCaller:
     def __init__(self, resolve_service: ServiceResolver | None = None) -> None:
         self._resolve_service: ServiceResolver = resolve_service or (lambda _service: None)
         self._session: aiohttp.ClientSession | None = None
+        # one TLS context per caBundle: aiohttp pools connections per context, so a new
+        # context per call would make every review a new TLS handshake (kube-apiserver keeps
+        # its connection to a webhook alive)
+        self._contexts: dict[str, ssl.SSLContext] = {}
 
     async def post(self, config: JSON, review: JSON, timeout: float) -> JSON:
         """The webhook's answer as JSON, or :class:`WebhookCallError` (its text as the API
@@ -171,7 +175,10 @@ class WebhookCaller:
         if parts.scheme != "https":
             raise WebhookCallError(f'Post "{url}": webhook URL must use https, not {parts.scheme}')
         host = parts.netloc
-        context = _tls_context(config)
+        bundle = str(config.get("caBundle") or "")
+        context = self._contexts.get(bundle)
+        if context is None:
+            context = self._contexts[bundle] = _tls_context(config)
         if self._session is None:
             self._session = aiohttp.ClientSession()
         body = json.dumps(review).encode()
