@@ -149,6 +149,10 @@ class WatchKey:
             parts.append(f"fields {self.field_selector}")
         if self.metadata_only:
             parts.append("metadata only")
+        if self.strip_managed_fields:
+            parts.append("managedFields stripped")
+        if self.keep_managed_fields:
+            parts.append("managedFields cached")
         return " ".join(parts)
 
 

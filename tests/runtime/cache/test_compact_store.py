@@ -12,6 +12,7 @@ import msgspec
 
 import watchkeeper as wk
 from watchkeeper.cache._codec import Codec
+from watchkeeper_sim import ApiServer
 
 
 def configmap(i: int, rv: int = 1, *, ns: str = "default", app: str = "bench") -> dict[str, Any]:
@@ -188,3 +189,21 @@ def test_memory_per_cached_object_is_under_half_its_json() -> None:
     assert len(store) == n
     # Measured ~440 bytes for ~1,160 of JSON (0.38x); main kept dicts: ~3,700 (3.2x).
     assert per_object < 0.5 * json_bytes, (per_object, json_bytes)
+
+
+async def test_a_shared_watch_caches_without_managed_fields_unless_told(
+    apiserver: ApiServer,
+) -> None:
+    async with apiserver.client() as client:
+        api = client.api("configmaps", namespace="default")
+        await api.create({"metadata": {"name": "x"}, "data": {"k": "v"}})
+        assert (await api.get("x"))["metadata"]["managedFields"]  # the server writes them
+        shared = wk.SharedWatches.of(client)
+        async with shared.acquire(api) as plain, \
+                shared.acquire(api, wk.WatchConfig(keep_managed_fields=True)) as kept:
+            await plain.store.wait_until_ready(timeout=20)
+            await kept.store.wait_until_ready(timeout=20)
+            got, full = (h.store.get("x", namespace="default") for h in (plain, kept))
+            assert got is not None and "managedFields" not in got["metadata"]
+            assert full is not None and full["metadata"]["managedFields"]
+            assert got["data"] == full["data"] == {"k": "v"}
