@@ -207,3 +207,8 @@ async def test_a_shared_watch_caches_without_managed_fields_unless_told(
             assert got is not None and "managedFields" not in got["metadata"]
             assert full is not None and full["metadata"]["managedFields"]
             assert got["data"] == full["data"] == {"k": "v"}
+            # A third watch differing only in strip_managed_fields is a task of its own too
+            # (its name used to be the default one's: the supervisor refused it).
+            async with shared.acquire(api, wk.WatchConfig(strip_managed_fields=True)) as bare:
+                await bare.store.wait_until_ready(timeout=20)
+                assert len({str(h.key) for h in (plain, kept, bare)}) == 3
