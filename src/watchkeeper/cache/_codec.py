@@ -24,7 +24,7 @@ log = logging.getLogger("watchkeeper.cache")
 
 LEVEL = 3
 MAX_SLOTS = 8  # live dictionaries; past that, no retraining until old ones are unused
-DRIFT = 1.5  # retrain when a window compresses this much worse than the training samples
+DRIFT = 1.5  # retrain when a window compresses this much worse than the first one did
 WINDOW = 2048  # objects per drift check
 _FORMAT = zstandard.FORMAT_ZSTD1_MAGICLESS  # 4 bytes less per object: the slot says zstd
 
@@ -50,7 +50,7 @@ class _Slot:
                 dict_data=data, compression_params=_params()).compress
             self.decompress = zstandard.ZstdDecompressor(
                 dict_data=data, format=_FORMAT).decompress
-        self.ratio = ratio  # compressed / raw bytes on the samples it was trained on
+        self.ratio = ratio  # compressed / raw bytes, the first window after training
 
 
 class Codec:
@@ -108,11 +108,14 @@ class Codec:
         self._window_n += 1
         if self._window_n >= self.window:
             ratio = self._window_packed / max(self._window_raw, 1)
-            trained = self._slots[self._current].ratio  # type: ignore[union-attr]
+            current = self._slots[self._current]
+            assert current is not None
             self._window_raw = self._window_packed = self._window_n = 0
-            if ratio > trained * DRIFT:
+            if not current.ratio:  # the first window after a training sets the bar
+                current.ratio = ratio
+            elif ratio > current.ratio * DRIFT:
                 log.debug("cache compression drifted (%.3f against %.3f): retraining",
-                          ratio, trained)
+                          ratio, current.ratio)
                 self._samples = []
 
     def _train(self, samples: list[bytes]) -> None:
@@ -124,15 +127,16 @@ class Codec:
         total = sum(map(len, samples))
         given: list[bytes | bytearray | memoryview[int]] = [*samples]
         try:
+            # k and d fixed: the default searches for them, 4-7x slower (36-51 ms against
+            # 5-11 ms for 256 ConfigMaps or Pods, a stall of the event loop) for no smaller
+            # blobs on ConfigMaps and bigger ones on Pods (docs/decisions.md).
             data = zstandard.train_dictionary(
-                max(1024, min(self.dict_size, total // 8)), given, level=LEVEL)
+                max(1024, min(self.dict_size, total // 8)), given, level=LEVEL, k=1024, d=8)
         except zstandard.ZstdError:  # too few or too alike samples: collect more
             if len(samples) >= 16 * self.train_after:
                 self._samples = None  # give up: these objects do without a dictionary
             return
-        slot = _Slot(data, 1.0)
-        packed = sum(len(slot.compress(s)) for s in samples[-64:])
-        slot.ratio = packed / max(sum(map(len, samples[-64:])), 1)
+        slot = _Slot(data, 0.0)  # its ratio: measured on the objects after its samples
         if free == len(self._slots):
             self._slots.append(slot)
         else:

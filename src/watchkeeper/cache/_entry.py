@@ -12,7 +12,7 @@ from __future__ import annotations
 from itertools import chain
 from typing import Any, NamedTuple
 
-__all__ = ["Entry", "Head", "Interner", "Owner", "head_of"]
+__all__ = ["Entry", "Head", "Heads", "Interner", "Owner", "head_of"]
 
 JSON = dict[str, Any]
 
@@ -116,3 +116,33 @@ class Interner:
         """Keep only ``live`` values (an iterable of what is still referenced)."""
         self._table = {v: v for v in live}
         self._limit = max(1024, 2 * len(self._table))
+
+
+class Heads:
+    """``head_of``, interned, remembering the last metadata it was given: consecutive objects
+    (a LIST page of one Deployment's Pods, ConfigMaps labelled alike) mostly have the same
+    labels and owners, and comparing them costs a fraction of building and interning a
+    ``Head`` (about 1 us of the ~8 a stored object costs)."""
+
+    def __init__(self, interned: Interner) -> None:
+        self._interned = interned
+        self._last: tuple[Any, Any, Any, Any] = (None, None, None, None)  # copies of inputs
+        self._head = _NO_HEAD
+
+    def __call__(self, meta: Any) -> Head:
+        if meta.__class__ is not dict:
+            return _NO_HEAD
+        labels, refs = meta.get("labels"), meta.get("ownerReferences")
+        gen, deleting = meta.get("generation"), meta.get("deletionTimestamp")
+        last = self._last
+        if labels == last[0] and refs == last[1] and gen == last[2] \
+                and gen.__class__ is last[2].__class__ and deleting == last[3]:
+            return self._head
+        head: Head = self._interned(head_of(meta))
+        # Copies: the object's own dicts are the caller's to change once it is stored.
+        self._last = (dict(labels) if labels.__class__ is dict else None,
+                      [dict(r) if r.__class__ is dict else r for r in refs]
+                      if refs.__class__ is list else None,
+                      gen, deleting)
+        self._head = head
+        return head

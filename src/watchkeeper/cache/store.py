@@ -28,7 +28,7 @@ from typing import Any
 
 from watchkeeper import meta
 from watchkeeper.cache._codec import Codec
-from watchkeeper.cache._entry import Entry, Head, Interner, Owner, head_of
+from watchkeeper.cache._entry import Entry, Head, Heads, Interner, Owner
 from watchkeeper.client import _json
 from watchkeeper.watcher import (
     Apply,
@@ -82,6 +82,7 @@ class Store:
         self._listing: dict[Key, Entry] | None = None  # a relist in progress (the Writer's)
         self._codec = Codec()
         self._interned = Interner()
+        self._heads = Heads(self._interned)
         self._index_fns: dict[str, IndexFn] = {}
         self._indexes: dict[str, dict[str, set[Key]]] = {}
         self._synced = False
@@ -232,7 +233,7 @@ class Store:
         values = None
         if self._index_fns:
             values = tuple(interned(tuple(fn(obj))) for fn in self._index_fns.values())
-        entry = Entry(key, self._encode(obj, tag), interned(head_of(md)), values)
+        entry = Entry(key, self._encode(obj, tag), self._heads(md), values)
         if interned.full():
             interned.rebuild(chain.from_iterable(
                 (e.head, *(e.values or ())) for e in chain(self._entries(), (entry,))))
