@@ -85,8 +85,12 @@ class Codec:
             samples.append(raw)
             if len(samples) >= self.train_after:
                 self._train(samples)
-        elif slot:
-            self._watch_drift(len(raw), len(packed))
+        elif slot:  # the drift window, written out: called for every object stored
+            self._window_raw += len(raw)
+            self._window_packed += len(packed)
+            self._window_n += 1
+            if self._window_n >= self.window:
+                self._check_drift()
         return blob
 
     def decode(self, blob: bytes) -> bytes:
@@ -102,21 +106,17 @@ class Codec:
         """``blob`` made again with the current dictionary."""
         return self.encode(self.decode(blob), self.tag(blob))
 
-    def _watch_drift(self, raw: int, packed: int) -> None:
-        self._window_raw += raw
-        self._window_packed += packed
-        self._window_n += 1
-        if self._window_n >= self.window:
-            ratio = self._window_packed / max(self._window_raw, 1)
-            current = self._slots[self._current]
-            assert current is not None
-            self._window_raw = self._window_packed = self._window_n = 0
-            if not current.ratio:  # the first window after a training sets the bar
-                current.ratio = ratio
-            elif ratio > current.ratio * DRIFT:
-                log.debug("cache compression drifted (%.3f against %.3f): retraining",
-                          ratio, current.ratio)
-                self._samples = []
+    def _check_drift(self) -> None:
+        ratio = self._window_packed / max(self._window_raw, 1)
+        current = self._slots[self._current]
+        assert current is not None
+        self._window_raw = self._window_packed = self._window_n = 0
+        if not current.ratio:  # the first window after a training sets the bar
+            current.ratio = ratio
+        elif ratio > current.ratio * DRIFT:
+            log.debug("cache compression drifted (%.3f against %.3f): retraining",
+                      ratio, current.ratio)
+            self._samples = []
 
     def _train(self, samples: list[bytes]) -> None:
         free = next((i for i in range(1, MAX_SLOTS + 1) if i >= len(self._slots)

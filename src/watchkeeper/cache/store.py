@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from typing import Any
 
+import msgspec
+
 from watchkeeper import meta
 from watchkeeper.cache._codec import Codec
 from watchkeeper.cache._entry import Entry, Head, Heads, Interner, Owner
@@ -52,6 +54,8 @@ __all__ = ["Head", "Owner", "Store", "Writer"]
 FRESH = 128  # objects held decoded, each handed out once: enough for the reconciles in flight
 _new_ref = tuple.__new__
 _intern = sys.intern
+_encode_json = msgspec.json.Encoder().encode
+_decode_json = msgspec.json.Decoder(dict[str, Any]).decode
 
 
 def _add_fresh(fresh: dict[Key, JSON], key: Key, obj: JSON) -> None:
@@ -103,7 +107,11 @@ class Store:
     # -- reading -------------------------------------------------------------------------
 
     def _decode(self, entry: Entry) -> JSON:
-        obj: JSON = _json.decode(self._codec.decode(entry.blob))
+        raw = self._codec.decode(entry.blob)
+        try:
+            obj: JSON = _decode_json(raw)
+        except RecursionError:  # deeper than msgspec nests: the iterative decoder
+            obj = _json.decode_deep(raw)
         return obj
 
     def _read(self, key: Key, entry: Entry) -> JSON:
@@ -198,6 +206,12 @@ class Store:
         than stored (or deleted) under ``(namespace, "")``. The watch stream and the LIST
         decoding refuse such objects as InvalidResponse, so only a caller's own event
         (``writer.apply(wk.Apply({...}))``) can come here without one."""
+        if self._named:  # meta.key, written out: called for every object stored
+            md = obj.get("metadata")
+            if md.__class__ is dict:
+                name, ns = md.get("name"), md.get("namespace")
+                if name.__class__ is str and name and (ns is None or ns.__class__ is str):
+                    return _new_ref(meta.ObjectRef, (_intern(ns) if ns else None, name))
         key = self._key(obj)
         if self._named:
             if not key[1]:
@@ -242,7 +256,10 @@ class Store:
     def _encode(self, obj: JSON, tag: bytes) -> bytes:
         codec = self._codec
         trainings = codec.trainings
-        raw = _json.encode(obj)
+        try:
+            raw = _encode_json(obj)
+        except RecursionError:  # deeper than msgspec nests: the iterative encoder
+            raw = _json.encode(obj)
         blob = codec.encode(raw, tag)
         if codec.trainings != trainings:  # a dictionary now: re-encode what was made without
             for entry in self._entries():
