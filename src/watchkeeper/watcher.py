@@ -164,6 +164,9 @@ class WatchConfig:
     max_unhealthy: float | None = 300.0
     metadata_only: bool = False  # PartialObjectMetadata only: for big kinds (Secrets, Pods)
     strip_managed_fields: bool = False  # drop metadata.managedFields: about half of a cache
+    # A cache (the Store of a shared watch or a Controller) drops metadata.managedFields
+    # unless this is set; the watcher's own events keep them unless strip_managed_fields.
+    keep_managed_fields: bool = False
     # Decode each watched object only when ``event.obj`` is first read: for consumers that
     # skip most events or need only ``event.name``/``namespace``/``resource_version``.
     # Lines are still fully validated as they arrive; reading every ``obj`` costs ~1 us

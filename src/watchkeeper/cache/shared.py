@@ -15,7 +15,8 @@ handle is released::
             async for event in events: ...          # the same events a watcher yields
 
 **The key** is the resource (group, version, plural), the namespace, the label and field
-selectors, ``metadata_only`` and ``strip_managed_fields`` (the two change what is cached),
+selectors, ``metadata_only``, ``strip_managed_fields`` and ``keep_managed_fields`` (they
+change what is cached),
 and what decides when the watch gives up, so no consumer gets an error it did not ask for:
 ``max_unhealthy``, and a backoff the consumer brought itself (by identity: two consumers
 with backoffs of their own never share; the default one, ``None``, does). The rest of the
@@ -113,6 +114,7 @@ class WatchKey:
     field_selector: str | None
     metadata_only: bool
     strip_managed_fields: bool
+    keep_managed_fields: bool
     max_unhealthy: float | None
     backoff: int | None  # id() of a consumer's own backoff; None: the default one
 
@@ -132,7 +134,8 @@ class WatchKey:
             group, version, plural = "", "", given.strip()
         return WatchKey(group, version, plural, namespace, config.label_selector or None,
                         config.field_selector or None, config.metadata_only,
-                        config.strip_managed_fields, config.max_unhealthy,
+                        config.strip_managed_fields, config.keep_managed_fields,
+                        config.max_unhealthy,
                         None if backoff is None else id(backoff))
 
     def __str__(self) -> str:
@@ -146,6 +149,10 @@ class WatchKey:
             parts.append(f"fields {self.field_selector}")
         if self.metadata_only:
             parts.append("metadata only")
+        if self.strip_managed_fields:
+            parts.append("managedFields stripped")
+        if self.keep_managed_fields:
+            parts.append("managedFields cached")
         return " ".join(parts)
 
 
@@ -240,7 +247,7 @@ class SharedWatch:
         self.key = key
         self.api = api
         self.config = config
-        self.store, self._writer = Store.new()
+        self.store, self._writer = Store.new(managed_fields=config.keep_managed_fields)
         # Named as a Controller names its triggers' watches (metrics and probes label by it).
         self.health = WatchHealth(resource=api.resource_name)
         self._writer.bind_health(self.health)  # once: the store is ready only while healthy
@@ -338,9 +345,9 @@ class SharedWatch:
 
     def _snapshot(self, resync: bool = False) -> list[Event]:
         """What a subscription joining now has missed, as a relist (see the module doc)."""
-        listing = self._writer._buffer  # the objects of a relist in progress, if one is
+        listing = self._writer.listing()  # the objects of a relist in progress, if one is
         if listing is not None:
-            return [InitStart(), *(InitApply(obj) for obj in listing.values())]
+            return [InitStart(), *(InitApply(obj) for obj in listing)]
         if self.store._synced:
             return [InitStart(), *(InitApply(obj) for obj in self.store.list()), InitDone()]
         if resync:

@@ -1,20 +1,37 @@
 """An in-memory cache of one resource type, kept in step by a ``Writer``.
 
-Objects are stored once; indexes hold keys, not copies. A relist is collected aside and
-swapped in whole at ``InitDone``, so readers never see a half-listed cache, and whatever
-vanished meanwhile is reported rather than silently dropped. ``ready`` goes false again
-while the source watcher is degraded (client-go's HasSynced never does).
+Each object is kept compact (``cache/_entry.py``): its JSON compressed with a dictionary
+trained on the store's own objects (``cache/_codec.py``), ``metadata.managedFields``
+dropped (``Store.new(managed_fields=True)`` keeps them), and the few fields the runtime
+reads without decoding (resourceVersion, labels, owner references, generation,
+deletionTimestamp, index values) decoded and shared between objects. A read decodes: every
+``get``/``list``/``by_index`` result is a new dict, so a caller that changes one changes
+nothing cached. The newest few objects written are held as the dicts they came as and
+handed out once, to the first reader (the reconcile their event triggered), for free.
+
+A relist is collected aside and swapped in whole at ``InitDone``, so readers never see a
+half-listed cache, and whatever vanished meanwhile is reported rather than silently
+dropped; an object relisted at the resourceVersion it is cached at keeps its entry, so a
+relist does not hold two copies of what did not change. ``ready`` goes false again while
+the source watcher is degraded (client-go's HasSynced never does).
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
+import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator
+from itertools import chain
 from typing import Any
 
+import msgspec
+
 from watchkeeper import meta
+from watchkeeper.cache._codec import Codec
+from watchkeeper.cache._entry import Entry, Head, Heads, Interner, Owner
+from watchkeeper.client import _json
 from watchkeeper.watcher import (
     Apply,
     Delete,
@@ -32,7 +49,20 @@ Key = tuple[str | None, str]
 KeyFn = Callable[[JSON], Key]
 IndexFn = Callable[[JSON], Iterable[str]]
 
-__all__ = ["Store", "Writer"]
+__all__ = ["Head", "Owner", "Store", "Writer"]
+
+FRESH = 128  # objects held decoded, each handed out once: enough for the reconciles in flight
+_new_ref = tuple.__new__
+_intern = sys.intern
+_encode_json = msgspec.json.Encoder().encode
+_decode_json = msgspec.json.Decoder(dict[str, Any]).decode
+
+
+def _add_fresh(fresh: dict[Key, JSON], key: Key, obj: JSON) -> None:
+    fresh.pop(key, None)  # to the end: the oldest goes first
+    fresh[key] = obj
+    if len(fresh) > FRESH:
+        del fresh[next(iter(fresh))]
 
 
 class Store:
@@ -47,10 +77,16 @@ class Store:
         )
         self._setup(key)
 
-    def _setup(self, key: KeyFn) -> None:
+    def _setup(self, key: KeyFn, managed_fields: bool = False) -> None:
         self._key = key
         self._named = key is meta.key  # keyed by name: a nameless object is refused
-        self._objects: dict[Key, JSON] = {}
+        self._managed_fields = managed_fields
+        self._objects: dict[Key, Entry] = {}
+        self._fresh: dict[Key, JSON] = {}  # newest dicts written, each handed out once
+        self._listing: dict[Key, Entry] | None = None  # a relist in progress (the Writer's)
+        self._codec = Codec()
+        self._interned = Interner()
+        self._heads = Heads(self._interned)
         self._index_fns: dict[str, IndexFn] = {}
         self._indexes: dict[str, dict[str, set[Key]]] = {}
         self._synced = False
@@ -58,23 +94,54 @@ class Store:
         self._changed = asyncio.Event()
 
     @staticmethod
-    def new(key: KeyFn = meta.key) -> tuple[Store, Writer]:
+    def new(key: KeyFn = meta.key, *, managed_fields: bool = False) -> tuple[Store, Writer]:
         """The one way to make a store: ``store, writer = Store.new()``. ``key(obj)`` names
-        an object (default ``meta.key``: its ``ObjectRef(namespace, name)``)."""
+        an object (default ``meta.key``: its ``ObjectRef(namespace, name)``).
+        ``managed_fields=True`` keeps ``metadata.managedFields``, which the store otherwise
+        drops from every object it is given (about half of a typical object, and read by
+        nothing but server-side apply)."""
         store = Store.__new__(Store)
-        store._setup(key)
+        store._setup(key, managed_fields)
         return store, Writer(store)
 
     # -- reading -------------------------------------------------------------------------
 
+    def _decode(self, entry: Entry) -> JSON:
+        raw = self._codec.decode(entry.blob)
+        try:
+            obj: JSON = _decode_json(raw)
+        except RecursionError:  # deeper than msgspec nests: the iterative decoder
+            obj = _json.decode_deep(raw)
+        return obj
+
+    def _read(self, key: Key, entry: Entry) -> JSON:
+        obj = self._fresh.pop(key, None)
+        return obj if obj is not None else self._decode(entry)
+
     def get(self, name: str, *, namespace: str | None = None) -> JSON | None:
-        """The object named ``name`` in ``namespace`` (None: cluster-scoped). The namespace
-        is a keyword, as in ``Api.get``, so the two can never be passed swapped."""
-        return self._objects.get((namespace, name))
+        """The object named ``name`` in ``namespace`` (None: cluster-scoped), a dict of the
+        caller's own. The namespace is a keyword, as in ``Api.get``, so the two can never be
+        passed swapped."""
+        key = (namespace, name)
+        entry = self._objects.get(key)
+        return None if entry is None else self._read(key, entry)
+
+    def head(self, name: str, *, namespace: str | None = None) -> Head | None:
+        """The object's labels, owner references, generation and deletionTimestamp, read
+        without decoding it (shared: do not keep it for long)."""
+        entry = self._objects.get((namespace, name))
+        return None if entry is None else entry.head
+
+    def resource_version(self, name: str, *, namespace: str | None = None) -> str | None:
+        """The cached object's resourceVersion, without decoding it."""
+        entry = self._objects.get((namespace, name))
+        return None if entry is None else self._codec.tag(entry.blob).decode()
 
     def list(self) -> builtins.list[JSON]:
-        """A snapshot: safe to keep and iterate while the store changes."""
-        return list(self._objects.values())
+        """A snapshot of new dicts: safe to keep, change and iterate while the store
+        changes. Decodes every object: prefer ``keys()`` and ``get`` for a few."""
+        read = self._read
+        return [read(k, e) for k, e in self._objects.items()]
 
     def __iter__(self) -> Iterator[JSON]:
         return iter(self.list())
@@ -104,22 +171,33 @@ class Store:
     # -- indexes -------------------------------------------------------------------------
 
     def index_by(self, name: str, fn: IndexFn) -> None:
-        """Add an index: ``fn(obj)`` gives the values an object is found under."""
+        """Add an index: ``fn(obj)`` gives the values an object is found under. Each entry
+        keeps its values, so an update or delete never calls ``fn`` on the old object."""
         if name in self._index_fns:
             raise ValueError(f"index {name!r} exists already")
+        entries = {id(e): e for e in self._entries()}  # a relist shares unchanged entries
+        values = {i: self._interned(tuple(fn(self._decode(e)))) for i, e in entries.items()}
         self._index_fns[name] = fn
-        index: dict[str, set[Key]] = {}
-        for key, obj in self._objects.items():
-            for value in fn(obj):
-                index.setdefault(value, set()).add(key)
-        self._indexes[name] = index
+        for i, entry in entries.items():
+            entry.values = (*(entry.values or ()), values[i])
+        self._indexes[name] = self._index_of(len(self._index_fns) - 1, self._objects)
 
     def by_index(self, name: str, value: str) -> builtins.list[JSON]:
         try:
             keys = self._indexes[name].get(value, ())
         except KeyError:
             raise KeyError(f"no index named {name!r}; add it with index_by()") from None
-        return [self._objects[k] for k in keys if k in self._objects]
+        objects, read = self._objects, self._read
+        return [read(k, objects[k]) for k in keys if k in objects]
+
+    @staticmethod
+    def _index_of(i: int, objects: dict[Key, Entry]) -> dict[str, set[Key]]:
+        index: dict[str, set[Key]] = {}
+        for key, entry in objects.items():
+            assert entry.values is not None
+            for value in entry.values[i]:
+                index.setdefault(value, set()).add(key)
+        return index
 
     # -- private mutation (the Writer's) -------------------------------------------------
 
@@ -128,50 +206,108 @@ class Store:
         than stored (or deleted) under ``(namespace, "")``. The watch stream and the LIST
         decoding refuse such objects as InvalidResponse, so only a caller's own event
         (``writer.apply(wk.Apply({...}))``) can come here without one."""
+        if self._named:  # meta.key, written out: called for every object stored
+            md = obj.get("metadata")
+            if md.__class__ is dict:
+                name, ns = md.get("name"), md.get("namespace")
+                if name.__class__ is str and name and (ns is None or ns.__class__ is str):
+                    return _new_ref(meta.ObjectRef, (_intern(ns) if ns else None, name))
         key = self._key(obj)
-        if self._named and not key[1]:
-            raise ValueError(
-                "an object without metadata.name cannot be stored: every object would "
-                f"share the key {tuple(key)!r}"
-            )
+        if self._named:
+            if not key[1]:
+                raise ValueError(
+                    "an object without metadata.name cannot be stored: every object would "
+                    f"share the key {tuple(key)!r}"
+                )
+            if key[0]:  # one namespace string for all its objects, not one per object
+                key = _new_ref(type(key), (_intern(key[0]), key[1]))
         return key
+
+    def _entries(self) -> Iterator[Entry]:
+        """Every entry held: the store's and a relist's in progress (they share some)."""
+        listing = self._listing
+        return chain(self._objects.values(), listing.values() if listing else ())
+
+    def _make(self, obj: JSON, key: Key, old: Entry | None = None) -> Entry:
+        """``obj`` as an entry; ``old`` itself when it is the same resourceVersion (a
+        relisted object that did not change keeps the entry it had)."""
+        md = obj.get("metadata")
+        tag = b""
+        if isinstance(md, dict):
+            if not self._managed_fields:
+                md.pop("managedFields", None)
+            rv = md.get("resourceVersion")
+            if isinstance(rv, str):
+                tag = rv.encode()
+                if len(tag) > 255:
+                    tag = b""  # never from kube-apiserver (a decimal revision): not reused
+        if old is not None and tag and self._codec.tag(old.blob) == tag:
+            return old
+        interned = self._interned
+        values = None
+        if self._index_fns:
+            values = tuple(interned(tuple(fn(obj))) for fn in self._index_fns.values())
+        entry = Entry(key, self._encode(obj, tag), self._heads(md), values)
+        if interned.full():
+            interned.rebuild(chain.from_iterable(
+                (e.head, *(e.values or ())) for e in chain(self._entries(), (entry,))))
+        return entry
+
+    def _encode(self, obj: JSON, tag: bytes) -> bytes:
+        codec = self._codec
+        trainings = codec.trainings
+        try:
+            raw = _encode_json(obj)
+        except RecursionError:  # deeper than msgspec nests: the iterative encoder
+            raw = _json.encode(obj)
+        blob = codec.encode(raw, tag)
+        if codec.trainings != trainings:  # a dictionary now: re-encode what was made without
+            for entry in self._entries():
+                if entry.blob[0] == 0:
+                    entry.blob = codec.recode(entry.blob)
+            codec.prune({e.blob[0] for e in self._entries()})
+            blob = codec.encode(raw, tag)
+        return blob
 
     def _put(self, obj: JSON) -> None:
         key = self._keyed(obj)
         old = self._objects.get(key)
+        entry = self._make(obj, key if old is None else old.key)
         if old is not None and self._index_fns:
             self._unindex(key, old)
-        self._objects[key] = obj
-        for name, fn in self._index_fns.items():
-            for value in fn(obj):
-                self._indexes[name].setdefault(value, set()).add(key)
+        self._objects[key] = entry
+        if entry.values is not None:
+            for index, values in zip(self._indexes.values(), entry.values, strict=True):
+                for value in values:
+                    index.setdefault(value, set()).add(key)
+        _add_fresh(self._fresh, key, obj)
 
     def _remove(self, obj: JSON) -> None:
         key = self._keyed(obj)
         old = self._objects.pop(key, None)
+        self._fresh.pop(key, None)
         if old is not None and self._index_fns:
             self._unindex(key, old)
 
-    def _unindex(self, key: Key, obj: JSON) -> None:
-        for name, fn in self._index_fns.items():
-            index = self._indexes[name]
-            for value in fn(obj):
+    def _unindex(self, key: Key, entry: Entry) -> None:
+        if entry.values is None:
+            return
+        for index, values in zip(self._indexes.values(), entry.values, strict=True):
+            for value in values:
                 keys = index.get(value)
                 if keys is not None:
                     keys.discard(key)
                     if not keys:
                         del index[value]
 
-    def _swap(self, objects: dict[Key, JSON]) -> builtins.list[JSON]:
+    def _swap(self, objects: dict[Key, Entry], fresh: dict[Key, JSON]) -> builtins.list[JSON]:
         """Replace everything at once; returns the objects that vanished."""
-        vanished = [obj for key, obj in self._objects.items() if key not in objects]
+        old = self._objects
+        vanished = [self._read(key, e) for key, e in old.items() if key not in objects]
         self._objects = objects
-        for name, fn in self._index_fns.items():
-            index: dict[str, set[Key]] = {}
-            for key, obj in objects.items():
-                for value in fn(obj):
-                    index.setdefault(value, set()).add(key)
-            self._indexes[name] = index
+        self._fresh = fresh
+        for i, name in enumerate(self._index_fns):
+            self._indexes[name] = self._index_of(i, objects)
         self._synced = True
         self._notify()
         return vanished
@@ -185,7 +321,24 @@ class Writer:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._buffer: dict[Key, JSON] | None = None
+        self._fresh: dict[Key, JSON] = {}  # a relist's newest dicts, the store's at InitDone
+
+    @property
+    def _buffer(self) -> dict[Key, Entry] | None:
+        """The relist in progress (None: none is); setting None abandons it."""
+        return self.store._listing
+
+    @_buffer.setter
+    def _buffer(self, value: dict[Key, Entry] | None) -> None:
+        self.store._listing = value
+        self._fresh = {}
+
+    def listing(self) -> builtins.list[JSON] | None:
+        """The objects of the relist in progress, decoded (None: no relist is)."""
+        listing = self.store._listing
+        if listing is None:
+            return None
+        return [self.store._decode(e) for e in listing.values()]
 
     def bind_health(self, health: WatchHealth) -> None:
         """Make ``store.ready`` follow this watcher's health."""
@@ -204,12 +357,19 @@ class Writer:
             case InitStart():
                 self._buffer = {}
             case InitApply(obj):
-                if self._buffer is None:
-                    self._buffer = {}
-                self._buffer[store._keyed(obj)] = obj
+                listing = store._listing
+                if listing is None:
+                    listing = self._buffer = {}
+                key = store._keyed(obj)
+                old = store._objects.get(key)
+                if old is not None:
+                    key = old.key  # one key object for both generations
+                listing[key] = store._make(obj, key, old)
+                _add_fresh(self._fresh, key, obj)
             case InitDone():
-                vanished = store._swap(self._buffer if self._buffer is not None else {})
+                listing, fresh = store._listing, self._fresh
                 self._buffer = None
+                vanished = store._swap(listing if listing is not None else {}, fresh)
                 return [*(Delete(obj) for obj in vanished), event]
             case WatchError():
                 store._notify()

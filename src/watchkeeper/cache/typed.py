@@ -1,8 +1,8 @@
 """``TypedStore[T]``: a ``Store`` read as instances of a class.
 
-The store keeps the dicts the watcher decoded (one copy, shared with every reader); each
-read converts the object asked for, and only that one, so a typed view costs nothing until
-it is read and an object that nobody reads is never converted."""
+The store keeps compressed JSON and decodes a new dict on every read; a typed read converts
+that dict, for the object asked for only, so a typed view costs nothing until it is read
+and an object that nobody reads is never converted."""
 
 from __future__ import annotations
 

@@ -340,8 +340,9 @@ class Controller:
                         log.warning("lost leadership: reconciles stopped; waiting to lead again")
                         await asyncio.gather(elector_task.task, return_exceptions=True)
                         elector.reset()
-                        for obj in self.store.list():  # whatever was in flight runs again
-                            scheduler.schedule(meta.key(obj))
+                        keys = self.store.keys()  # not list(): no object needs decoding
+                        for key in keys:  # whatever was in flight runs again
+                            scheduler.schedule(meta.ObjectRef(*key))
                         start_workers()
                         elector_task = sup.spawn("leader elector", elector.run, forever=False)
                 finally:

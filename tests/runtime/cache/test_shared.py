@@ -374,6 +374,7 @@ async def test_the_key_tells_watches_apart(srv: ApiServer) -> None:
             (base, wk.WatchConfig(field_selector="metadata.name=x")),
             (base, wk.WatchConfig(metadata_only=True)),
             (base, wk.WatchConfig(strip_managed_fields=True)),
+            (base, wk.WatchConfig(keep_managed_fields=True)),  # the cache keeps them
             (base, wk.WatchConfig(max_unhealthy=None)),  # would give up at another time
         ]
         keys = {shared.watch(api, cfg).key for api, cfg in different}
