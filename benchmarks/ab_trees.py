@@ -7,9 +7,11 @@ is the median over rounds of the same-round ratio ``new / base`` (1.00 = unchang
 the new tree is cheaper), so load that shifts between rounds cancels out. The load average
 is recorded with each round. ``--controller N`` adds the controller benchmark
 (``controller_throughput --clients watchkeeper``: client CPU per object reconciled once,
-with N ConfigMaps).
+with N ConfigMaps, and its objects reconciled per second as a row of its own);
+``--only-controller`` runs that one alone.
 
     python -m benchmarks.ab_trees --base ../base/src --new src [--rounds 5] [--controller 10000]
+    python -m benchmarks.ab_trees --base ../base/src --new src --controller 10000 --only-controller
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ def _per_unit(data: dict[str, Any], unit_key: str) -> dict[str, float]:
         label = r["client"] + (f"/{r['variant']}" if r.get("variant") else "")
         units = r.get(unit_key) or data.get(unit_key)
         out[label] = r["cpu_s"] / units * 1e6
+        if unit_key == "objects" and "per_s" in r and "handler_calls" in r:  # the controller
+            out[f"{label} objects/s (not µs)"] = r["per_s"]
     return out
 
 
@@ -71,22 +75,30 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--objects", type=int, default=10_000, help="ConfigMaps for the LIST")
     p.add_argument("--controller", type=int, default=0, metavar="N",
                    help="also the controller benchmark with N ConfigMaps (0: not run)")
+    p.add_argument("--only-controller", action="store_true",
+                   help="with --controller: no watch and LIST benchmarks")
     a = p.parse_args(argv)
-    kinds = ("watch", "list", "controller") if a.controller else ("watch", "list")
+    if a.only_controller and not a.controller:
+        p.error("--only-controller needs --controller N")
+    kinds: tuple[str, ...] = ("watch", "list")
+    if a.controller:
+        kinds = ("controller",) if a.only_controller else (*kinds, "controller")
     trees = {"base": a.base, "new": a.new}
     rounds: list[dict[str, Any]] = []
     for i in range(a.rounds):
         order = ["base", "new"] if i % 2 == 0 else ["new", "base"]
         row: dict[str, Any] = {"order": order, "load": os.getloadavg()[0]}
         for name in order:
-            watch = _run("benchmarks.watch_throughput",
-                         ["--clients", WATCH_CLIENTS, "--repeat", "1",
-                          "--events", str(a.events)], trees[name])
-            listed = _run("benchmarks.list_throughput",
-                          ["--clients", LIST_CLIENTS, "--runs", "3",
-                           "--objects", str(a.objects)], trees[name])
-            row[name] = {"watch": _per_unit(watch, "events"),
-                         "list": _per_unit(listed, "objects")}
+            row[name] = {}
+            if "watch" in kinds:
+                watch = _run("benchmarks.watch_throughput",
+                             ["--clients", WATCH_CLIENTS, "--repeat", "1",
+                              "--events", str(a.events)], trees[name])
+                listed = _run("benchmarks.list_throughput",
+                              ["--clients", LIST_CLIENTS, "--runs", "3",
+                               "--objects", str(a.objects)], trees[name])
+                row[name].update(watch=_per_unit(watch, "events"),
+                                 list=_per_unit(listed, "objects"))
             if a.controller:
                 ctrl = _run("benchmarks.controller_throughput",
                             ["--clients", "watchkeeper", "--objects", str(a.controller)],

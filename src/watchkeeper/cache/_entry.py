@@ -1,7 +1,7 @@
 """One cached object in compact form: its compressed JSON and the fields the runtime reads
 without decoding it (``Head``), the repeated ones shared between objects.
 
-Per object a Store keeps an ``Entry`` (4 slots, 64 bytes), its blob (which holds the
+Per object a Store keeps an ``Entry`` (4 fields, 48 bytes), its blob (which holds the
 resourceVersion too) and its key; the ``Head`` (labels, owner references, generation,
 deletionTimestamp) and the index values are interned by value, so the Pods of one
 ReplicaSet, or ConfigMaps labelled alike, share one of each instead of a dict apiece.
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from itertools import chain
 from typing import Any, NamedTuple
+
+import msgspec
 
 __all__ = ["Entry", "Head", "Heads", "Interner", "Owner", "head_of"]
 
@@ -40,20 +42,20 @@ class Head(NamedTuple):
         return dict(zip(it, it, strict=True))
 
 
-class Entry:
+class Entry(msgspec.Struct, gc=False, eq=False):
     """What a Store keeps per object: its key (the very tuple its store is keyed by, so a
     relist files the entry under it again instead of under a new copy), its blob
     (``cache/_codec.py``: the resourceVersion is the blob's tag), its ``Head``, and per
-    index the values it is found under."""
+    index the values it is found under.
 
-    __slots__ = ("blob", "head", "key", "values")
+    A msgspec Struct: built in C (~0.1 against ~0.4 us for a Python ``__init__``, once per
+    object stored) and, with ``gc=False``, untracked by the cycle collector (it holds only
+    tuples and bytes, so it is never part of a cycle) and 48 bytes instead of 64."""
 
-    def __init__(self, key: Any, blob: bytes, head: Head,
-                 values: tuple[tuple[str, ...], ...] | None) -> None:
-        self.key = key
-        self.blob = blob
-        self.head = head
-        self.values = values
+    key: Any
+    blob: bytes
+    head: Head
+    values: tuple[tuple[str, ...], ...] | None
 
 
 def _s(value: Any) -> str:

@@ -104,6 +104,9 @@ class Trigger:
         return refs
 
 
+_OBJECT_EVENTS = (Apply, InitApply)  # a tuple: `Apply | InitApply` is a new union per event
+
+
 async def feed(
     trig: Trigger,
     scheduler: Scheduler,
@@ -135,7 +138,7 @@ async def feed(
     try:
         events = trig.shared.subscribe()
         async for event in events:
-            if isinstance(event, Apply | InitApply):
+            if isinstance(event, _OBJECT_EVENTS):
                 if hold is not None and hold(event.obj):
                     scheduler.cancel(meta.key(event.obj))
                     if listing is not None:
@@ -149,7 +152,8 @@ async def feed(
                 if own_write is not None and isinstance(event, Apply) and own_write(event.obj):
                     continue
                 if listing is not None and isinstance(event, InitApply):
-                    listing.update(dict.fromkeys(trig.refs(event.obj)))
+                    for ref in trig.refs(event.obj):
+                        listing[ref] = None
                     continue
                 for ref in trig.refs(event.obj):
                     scheduler.schedule(ref, debounce, changed=True)

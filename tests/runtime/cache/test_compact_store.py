@@ -168,6 +168,37 @@ def test_head_fields_are_read_without_decoding_and_shared() -> None:
     assert store.head("nope", namespace="default") is None
 
 
+def test_cached_entries_are_not_tracked_by_the_cycle_collector() -> None:
+    # Every collection of the oldest generation walks every tracked object: 100,000 cached
+    # objects must not be 100,000 more for it to walk (and an untracked entry is smaller).
+    store, writer = wk.Store.new()
+    listed(writer, [configmap(i) for i in range(300)])  # past the dictionary's training
+    writer.apply(wk.Apply(configmap(300)))
+    entries = list(store._objects.values())
+    assert len(entries) == 301
+    assert not any(gc.is_tracked(e) for e in entries)
+    assert entries[0] is not entries[1] and entries[0] != entries[1]  # by identity, as before
+
+
+def test_a_subclass_of_an_event_class_is_applied_as_its_class() -> None:
+    # Writer.apply takes InitApply by its exact class first; a subclass must still match.
+    class MyInitApply(wk.InitApply):
+        pass
+
+    class MyApply(wk.Apply):
+        pass
+
+    store, writer = wk.Store.new()
+    writer.apply(wk.InitStart())
+    writer.apply(MyInitApply(configmap(1)))
+    writer.apply(wk.InitApply(configmap(2)))
+    assert writer.apply(wk.InitDone())[-1] == wk.InitDone()
+    writer.apply(MyApply(configmap(3)))
+    assert sorted(o["metadata"]["name"] for o in store.list()) == \
+        ["cm-000001", "cm-000002", "cm-000003"]
+    assert store.get("cm-000001", namespace="default") == stripped(configmap(1))
+
+
 def test_memory_per_cached_object_is_under_half_its_json() -> None:
     n = 4000
     bodies = [msgspec.json.encode(configmap(i)) for i in range(n)]
