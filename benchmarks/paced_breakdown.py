@@ -55,14 +55,14 @@ def main(argv: list[str] | None = None) -> None:
 
     steps: dict[str, list[int]] = {
         "protocol callback (buffer_updated)": [],
-        "  de-chunking (_chunks)": [],
+        "  de-chunking (_whole_chunks)": [],
         "take (copy of the whole lines)": [],
         "decode and type (PieceDecoder.batch)": [],
         "  array decode and checks (_valid)": [],
     }
     keys = list(steps)
     _timed(ResponseProtocol, "buffer_updated", steps[keys[0]])
-    _timed(ResponseProtocol, "_chunks", steps[keys[1]])
+    _timed(ResponseProtocol, "_whole_chunks", steps[keys[1]])
     _timed(ResponseProtocol, "take", steps[keys[2]])
     _timed(PieceDecoder, "batch", steps[keys[3]])
     _timed(PieceDecoder, "_valid", steps[keys[4]])

@@ -106,6 +106,7 @@ class ResponseProtocol(asyncio.BufferedProtocol):
         self._waiter: asyncio.Future[None] | None = None
         self.last_rx = 0.0
         self._loop = asyncio.get_event_loop()
+        self._time = self._loop.time
         self.interim = 0  # 1xx responses skipped
 
     # -- asyncio callbacks -----------------------------------------------------------------
@@ -128,13 +129,21 @@ class ResponseProtocol(asyncio.BufferedProtocol):
         return self.mv[self.w:]
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.w += nbytes
-        self.last_rx = self._loop.time()
+        w = self.w = self.w + nbytes
+        self.last_rx = self._time()
         try:
-            if self._state == _CHUNKED:  # a watch: one call fewer per read
+            if self._state != _CHUNKED:
+                self._deframe()
+            elif not self._crlf or self._remaining:
                 self._chunks()
             else:
-                self._deframe()
+                # A watch that keeps up: the last read ended with its chunk's CRLF, and
+                # this one is whole chunks. Taken here; the general loop only for what
+                # ``_whole_chunks`` leaves but the CRLF of the read's last chunk.
+                self._whole_chunks()
+                p = self.p
+                if w - p != 2 or self.buf[p] != 13 or self.buf[p + 1] != 10:
+                    self._chunks()
         except FramingError as exc:
             self.fail(exc)
             return
@@ -280,7 +289,7 @@ class ResponseProtocol(asyncio.BufferedProtocol):
         p, b = self.p, self.b
         head, size = self._next_head, self._next_size
         same, match = buf.startswith, _NEXT_CHUNK.match
-        while True:
+        while w - p > 2:  # more than the CRLF of the read's last chunk
             if same(head, p, w):
                 start = p + len(head)
             elif (m := match(buf, p, w)) is not None:
@@ -400,6 +409,24 @@ class ResponseProtocol(asyncio.BufferedProtocol):
             return None
         buf = self.buf
         end = r + piece
+        if end >= b and buf[b - 1] == 10:
+            # All of it, ending with a line (a watch that keeps up): taken without a search,
+            # and the buffer is back at its front for the next read at once.
+            mv = self.mv
+            data = bytes(mv[r:b])
+            if self.paused:
+                self.resume()
+            p, w = self.p, self.w
+            n = w - p
+            if n <= MAX_CHUNK_HEADER and len(buf) == self._size0:
+                if n:  # framing left for the next read (the CRLF of a chunk)
+                    mv[:n] = mv[p:w]
+                self._scan = self.r = self.b = self.p = 0
+                self.w = n
+            else:
+                self.r = self._scan = b
+                self.reset_if_drained()
+            return data
         if end < b:
             nl = buf.rfind(b"\n", r, end)
             if nl < 0:

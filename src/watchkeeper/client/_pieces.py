@@ -22,7 +22,8 @@ good resourceVersion; the line, like an ERROR event's Status, is quoted through 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from operator import attrgetter
+from itertools import repeat
+from operator import attrgetter, call
 from typing import Any
 
 import msgspec
@@ -65,6 +66,7 @@ class EagerEnvelope(msgspec.Struct, gc=False):
 
 _TYPE = attrgetter("type")
 _OBJECT = attrgetter("object")
+_META = attrgetter("object.metadata")
 EventClasses = Mapping[str, type[ObjectEvent]]
 _PLAIN = frozenset(("ADDED", "MODIFIED", "DELETED"))
 _DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError,
@@ -286,21 +288,29 @@ class PieceDecoder:
             if envs is not None:
                 kinds = self.kinds = set(map(_TYPE, envs))
                 if kinds <= _PLAIN:
+                    # Built by C calls only (no Python code per event, no comprehension
+                    # frame): each event is its class called with (None, the head's
+                    # metadata, the piece, strip, its index).
                     self.plain = True
                     piece = self.piece = LazyPiece(data)
-                    if len(kinds) == 1:
-                        kind = envs[0].type
-                        counts[kind] = counts.get(kind, 0) + len(envs)
-                    else:
-                        self.count(envs, counts)
-                    # An object event's head has its metadata (``_ObjectHead``).
-                    rv = envs[-1].object.metadata.resourceVersion
+                    n = len(envs)
+                    metas = list(map(_META, envs))  # an object event's head has it
+                    rv = metas[-1].resourceVersion
                     if rv:
                         self.resource_version = rv
                     else:
                         self._advance(envs)
-                    return [classes[e.type](None, e.object.metadata, piece, strip, i)
-                            for i, e in enumerate(envs)], None
+                    if len(kinds) == 1:
+                        kind = envs[0].type
+                        counts[kind] = counts.get(kind, 0) + n
+                        made = map(classes[kind], repeat(None, n), metas, repeat(piece, n),
+                                   repeat(strip, n), range(n))
+                    else:
+                        self.count(envs, counts)
+                        made = map(call, map(classes.__getitem__, map(_TYPE, envs)),
+                                   repeat(None, n), metas, repeat(piece, n), repeat(strip, n),
+                                   range(n))
+                    return list(made), None
             envs, bad = self._settle(data, envs)
         else:
             envs, bad = self.decode(data)

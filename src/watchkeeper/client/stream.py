@@ -300,12 +300,20 @@ class FastWatchStream:
         batch_of = self.decoder.batch
         size, max_line = self._piece, self._max_line
         tally: dict[str, int] = {} if counts is None else counts
+        new_future = asyncio.get_running_loop().create_future
         while True:
+            if proto.r == proto.b and not proto.eof and proto.error is None:
+                # All taken, nothing more yet: the usual case, checked and waited for
+                # without a call (``proto.waiter()`` inlined; ``take`` reset the buffer).
+                if proto.paused:
+                    proto.resume()
+                fut = proto._waiter = new_future()
+                proto.waiting = True
+                await fut
+                continue
             data = take(size)
             if data is None:
-                # All taken, nothing more yet: the usual case, checked without a call.
-                if (proto.r != proto.b or proto.eof or proto.error is not None) and \
-                        self._starved():
+                if self._starved():
                     return
                 await proto.waiter()
                 continue

@@ -296,3 +296,32 @@ async def test_api_watch_passes_an_unknown_event_type_on_without_growing_a_table
     assert [ev.type for ev in seen] == kinds
     assert all(isinstance(ev, wk.client.RawEvent) and ev.name == "a" for ev in seen)
     assert len(objects._RAW_CLASSES) <= objects._MAX_RAW_CLASSES
+
+
+@pytest.mark.parametrize("body", [
+    LIVE,  # three types in one piece
+    line("MODIFIED", "a", 21) + line("MODIFIED", "c", 22) + line("MODIFIED", "d", 23),  # one
+], ids=["mixed", "one-type"])
+async def test_a_lazy_plain_piece_keeps_each_event_its_class_line_and_counts(body: bytes) -> None:
+    """A lazy piece of ADDED/MODIFIED/DELETED is typed by C calls only (issue 25 item 4:
+    no Python per event): each event is of its type's class, decodes its own line, and the
+    counts and resume version are the piece's."""
+    data = HEAD + chunked(body, [])
+    lines = [msgspec.json.decode(x) for x in body.splitlines()]
+    counts: dict[str, int] = {}
+    got: list[Any] = []
+    classes = {"ADDED": wk.Apply, "MODIFIED": wk.Apply, "DELETED": wk.Delete}
+    async with raw_server(respond_with(data, close=False)) as client, \
+            client.api("configmaps", namespace="ns").watch(lazy=True) as stream:
+        async for batch in stream.batches(classes, lambda kind: wk.Apply, counts=counts):
+            got.extend(batch)
+            if len(got) == len(lines):
+                break
+        assert stream.resource_version == lines[-1]["object"]["metadata"]["resourceVersion"]
+    assert [type(ev) for ev in got] == [classes[x["type"]] for x in lines]
+    assert [ev.obj for ev in got] == [x["object"] for x in lines]
+    assert [ev.name for ev in got] == [x["object"]["metadata"]["name"] for x in lines]
+    expected: dict[str, int] = {}
+    for x in lines:
+        expected[x["type"]] = expected.get(x["type"], 0) + 1
+    assert counts == expected
