@@ -22,6 +22,7 @@ import pytest
 import watchkeeper as wk
 from e2e.conftest import LABELS
 from e2e.test_webhook_server import kubectl
+from e2e.webhook_crds import conversion_crd
 from watchkeeper.webhooks import (
     AdmissionRequest,
     CertificateManager,
@@ -119,21 +120,9 @@ async def test_a_v1alpha1_apply_is_denied_or_defaulted_and_read_defaulted_at_bot
             "type": "object", "properties": {size: {"type": "integer"},
                                              "tier": {"type": "string"}}}}}}
 
-    await crds.create({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": crd_name, "labels": dict(LABELS)},
-        "spec": {
-            "group": group, "scope": "Namespaced",
-            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-            "versions": [
-                {"name": "v1alpha1", "served": True, "storage": False,
-                 "schema": schema("size")},
-                {"name": "v1", "served": True, "storage": True, "schema": schema("replicas")}],
-            "conversion": {"strategy": "Webhook", "webhook": {
-                "conversionReviewVersions": ["v1"],
-                "clientConfig": {"url": server.url + "/convert"}}},
-        },
-    })
+    await crds.create(conversion_crd(
+        group, "Widget", "widgets", {"v1alpha1": schema("size"), "v1": schema("replicas")},
+        "v1", {"url": server.url + "/convert"}))
     try:
         for kind, path in (("Validating", "/validate"), ("Mutating", "/default")):
             await hooks_api[kind].create({

@@ -10,6 +10,7 @@ from typing import Any
 
 import watchkeeper as wk
 from e2e.conftest import LABELS
+from e2e.webhook_crds import conversion_crd
 from watchkeeper.webhooks import CertificateManager, WebhookCerts, pki
 
 
@@ -69,21 +70,11 @@ async def test_the_bundle_reaches_a_crds_conversion_webhook(
     crds = client.api("customresourcedefinitions.apiextensions.k8s.io", None)
     group = f"{namespace}.example.com"  # the namespace's name starts with the prefix
     name = f"gadgets.{group}"
-    await crds.create({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": name, "labels": dict(LABELS)},
-        "spec": {
-            "group": group, "scope": "Namespaced",
-            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
-            "versions": [{"name": v, "served": True, "storage": v == "v1",
-                          "schema": {"openAPIV3Schema": {"type": "object"}}}
-                         for v in ("v1", "v2")],
-            "conversion": {"strategy": "Webhook", "webhook": {
-                "conversionReviewVersions": ["v1"],
-                "clientConfig": {"service": {"namespace": namespace, "name": "hooks",
-                                             "path": "/convert", "port": 443}}}},
-        },
-    })
+    await crds.create(conversion_crd(
+        group, "Gadget", "gadgets", {v: {"openAPIV3Schema": {"type": "object"}}
+                                     for v in ("v1", "v2")}, "v1",
+        {"service": {"namespace": namespace, "name": "hooks", "path": "/convert",
+                     "port": 443}}))
     try:
         mgr = CertificateManager(client, WebhookCerts("hooks", namespace, crds=(name,)))
         await mgr.sync()

@@ -26,6 +26,7 @@ from e2e.conftest import (
     KUBECONFIG,
     LABELS,
 )
+from e2e.webhook_crds import ANY_SPEC, ReplicasSpec, SizeSpec, conversion_crd, size_and_replicas
 from watchkeeper.webhooks import (
     AdmissionRequest,
     CertificateManager,
@@ -150,35 +151,11 @@ async def test_kubectl_sees_denials_warnings_and_dry_runs_and_mutations_are_stor
     assert stored["data"] == {"mode": "old"}
 
 
-class GadgetSpecV1(wk.Schema):
-    size: int = 1
-
-
-class GadgetSpecV2(wk.Schema):
-    replicas: int = 1
-
-
 async def test_a_crds_objects_are_converted_by_the_webhook_when_read_at_another_version(
     client: wk.Client, namespace: str,
 ) -> None:
     group = f"{namespace}.example.com"
-
-    @wk.custom_resource(group=group, version="v1", kind="Gadget", storage=True)
-    class GadgetV1(wk.CustomResource):
-        spec: GadgetSpecV1
-
-    @wk.custom_resource(group=group, version="v2", kind="Gadget", storage=False)
-    class GadgetV2(wk.CustomResource):
-        spec: GadgetSpecV2
-
-    @wk.conversion(GadgetV1, GadgetV2)
-    def up(old: GadgetV1) -> GadgetV2:
-        return GadgetV2(spec=GadgetSpecV2(replicas=old.spec.size))
-
-    @wk.conversion(GadgetV2, GadgetV1)
-    def down(new: GadgetV2) -> GadgetV1:
-        return GadgetV1(spec=GadgetSpecV1(size=new.spec.replicas))
-
+    GadgetV1, GadgetV2 = size_and_replicas(group, "Gadget")
     name = f"gadgets.{group}"
     mgr = CertificateManager(client, WebhookCerts("hooks", namespace, local_hosts=True,
                                                   crds=(name,)))
@@ -186,21 +163,9 @@ async def test_a_crds_objects_are_converted_by_the_webhook_when_read_at_another_
     server.conversion("/convert-gadgets", GadgetV1, GadgetV2)
     await server.start()
     crds = client.api("customresourcedefinitions.apiextensions.k8s.io", None)
-    schema = {"openAPIV3Schema": {"type": "object", "properties": {"spec": {
-        "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}
-    await crds.create({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": name, "labels": dict(LABELS)},
-        "spec": {
-            "group": group, "scope": "Namespaced",
-            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
-            "versions": [{"name": v, "served": True, "storage": v == "v1", "schema": schema}
-                         for v in ("v1", "v2")],
-            "conversion": {"strategy": "Webhook", "webhook": {
-                "conversionReviewVersions": ["v1"],
-                "clientConfig": {"url": server.url + "/convert-gadgets"}}},
-        },
-    })
+    await crds.create(conversion_crd(group, "Gadget", "gadgets",
+                                     {"v1": ANY_SPEC, "v2": ANY_SPEC}, "v1",
+                                     {"url": server.url + "/convert-gadgets"}))
     try:
         await mgr.publish()
         async with asyncio.timeout(60):  # until the CRD is served
@@ -211,13 +176,13 @@ async def test_a_crds_objects_are_converted_by_the_webhook_when_read_at_another_
                 await asyncio.sleep(0.5)
         v1 = client.api(GadgetV1, namespace)
         v2 = client.api(GadgetV2, namespace)
-        await v1.create(GadgetV1(metadata=wk.ObjectMeta(name="g"), spec=GadgetSpecV1(size=3)))
+        await v1.create(GadgetV1(metadata=wk.ObjectMeta(name="g"), spec=SizeSpec(size=3)))
         got = await v2.get("g")
-        assert isinstance(got, GadgetV2) and got.spec == GadgetSpecV2(replicas=3)
+        assert isinstance(got, GadgetV2) and got.spec == ReplicasSpec(replicas=3)
         written = await v2.create(GadgetV2(metadata=wk.ObjectMeta(name="h"),
-                                           spec=GadgetSpecV2(replicas=5)))
+                                           spec=ReplicasSpec(replicas=5)))
         assert written.spec.replicas == 5  # converted to v1 for storage and back
-        assert (await v1.get("h")).spec == GadgetSpecV1(size=5)
+        assert (await v1.get("h")).spec == SizeSpec(size=5)
         stats = server.conversions["/convert-gadgets"].stats
         assert stats.requests >= 3 and stats.errors == 0
     finally:
