@@ -7,7 +7,7 @@ with that field as ``msgspec.Raw`` (its bytes as they are), and ``,"managedField
 those bytes is removed. Inside a JSON string a quote is escaped, so an unescaped
 ``"managedFields":`` is a key; the cut is made only when there is exactly one in the whole
 object, and checked by decoding again when the object holds any ``\\u`` escape (a key can
-be spelled with them). Anything else is left to the dict path.
+be spelled with them). Anything else is left to the dict path (decoded), which is exact.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ __all__ = ["cut_managed_fields", "object_head", "object_json"]
 JSON = dict[str, Any]
 _NONE = msgspec.Raw()
 _KEY = b'"managedFields":'
+_COMMA, _OPEN = ord(","), ord("{")
 
 
 class _Envelope(msgspec.Struct, gc=False):
@@ -82,27 +83,28 @@ def object_head(raw: bytes) -> JSON | None:
 
 def cut_managed_fields(raw: bytes, managed: msgspec.Raw) -> bytes | None:
     """``raw`` without ``metadata.managedFields`` (whose bytes are ``managed``), or None
-    when that cannot be done surely here (then the caller decodes)."""
-    if raw.count(_KEY) != 1:
+    when that cannot be done surely here (then the caller decodes). Two searches for the
+    key (from each end: the one key when they meet) and a check of its neighbours, not
+    ``count`` and ``find`` of the field (0.35 against 0.7 us on a 1.1 KB ConfigMap)."""
+    at = raw.find(_KEY)
+    if at < 1 or raw.rfind(_KEY) != at:
         return None
     value = bytes(managed)
-    field = b"," + _KEY + value
-    at = raw.find(field)
-    if at >= 0:
-        cut = raw[:at] + raw[at + len(field):]
-    else:  # the first key of metadata: its comma follows it, or it is the only key
-        field = _KEY + value
-        at = raw.find(field)
-        if at < 1 or raw[at - 1:at] != b"{":
-            return None
-        end = at + len(field)
-        after = raw[end:end + 1]
-        if after == b",":
-            end += 1
-        elif after != b"}":
-            return None
+    end = at + len(_KEY) + len(value)
+    if raw[at + len(_KEY):end] != value:
+        return None
+    before, after = raw[at - 1], raw[end:end + 1]
+    if before == _COMMA:  # ...,"managedFields":[...]
+        cut = raw[:at - 1] + raw[end:]
+    elif before == _OPEN and after == b",":  # the first key of metadata
+        cut = raw[:at] + raw[end + 1:]
+    elif before == _OPEN and after == b"}":  # the only key
         cut = raw[:at] + raw[end:]
-    if b"\\u" in raw:  # the metadata's key may be spelled with escapes: the one cut was not it
+    else:
+        return None
+    # A backslash is rare (a single-byte search: 0.08 us; b"\\u" costs 0.9): with one, the
+    # metadata's key may be spelled with escapes, and the key cut was another one.
+    if raw.find(b"\\") >= 0 and b"\\u" in raw:
         try:
             md = _head(cut).metadata
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):

@@ -112,6 +112,9 @@ CASES = {
     # a key whose text ends in "managedFields" (an escaped quote before it)
     "inkey": '{"metadata":{"name":"a","namespace":"default","resourceVersion":"5",'
              '"labels":{"x\\"managedFields":"1"},"managedFields":' + MF + '}}',
+    # a backslash but no \u escape: the cut needs no second look
+    "newline": '{"metadata":{"name":"a","namespace":"default","managedFields":' + MF + '},'
+               '"data":{"f":"line\\nline \\"q\\""}}',
     # managedFields null; and none at all
     "null": '{"metadata":{"name":"a","namespace":"default","managedFields":null}}',
     "none": '{"metadata":{"name":"a","namespace":"default"},"spec":{"managedFields":1}}',
@@ -148,8 +151,10 @@ def test_hostile_bytes_are_stored_as_the_eager_path_stores_them(
     assert lazy.get("a", namespace="default") == want
 
 
-@pytest.mark.parametrize(("name", "cut"), [("last", True), ("first", True), ("inkey", False),
-                                           ("spec", False), ("escaped", False)])
+@pytest.mark.parametrize(("name", "cut"), [
+    ("last", True), ("first", True), ("newline", True), ("null", True),
+    ("inkey", False), ("spec", False), ("escaped", False), ("twice", False),
+])
 def test_only_a_cut_known_exact_is_made_from_the_bytes(name: str, cut: bool) -> None:
     """The cut is made in the bytes when it is sure; otherwise the object is decoded (the
     previous test shows both store the same)."""
