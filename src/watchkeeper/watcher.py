@@ -176,7 +176,8 @@ class WatchConfig:
     # Decode each watched object only when ``event.obj`` is first read: for consumers that
     # skip most events or need only ``event.name``/``namespace``/``resource_version``.
     # Lines are still fully validated as they arrive; reading every ``obj`` costs ~1 us
-    # more per event than the eager default (docs/benchmarks.md).
+    # more per event than the eager default (docs/benchmarks.md). A lazy LIST keeps each
+    # item's bytes, which a Store compresses as they are (no dict built).
     lazy_decode: bool = False
 
     def __post_init__(self) -> None:

@@ -7,7 +7,9 @@ reads without decoding (resourceVersion, labels, owner references, generation,
 deletionTimestamp, index values) decoded and shared between objects. A read decodes: every
 ``get``/``list``/``by_index`` result is a new dict, so a caller that changes one changes
 nothing cached. The newest few objects written are held as the dicts they came as and
-handed out once, to the first reader (the reconcile their event triggered), for free.
+handed out once, to the first reader (the reconcile their event triggered), for free. An
+event not decoded yet (a lazy watcher's LIST item) is stored from its JSON bytes with no
+dict built (``cache/_raw.py``); its dict is built by whoever reads it first.
 
 A relist is collected aside and swapped in whole at ``InitDone``, so readers never see a
 half-listed cache, and whatever vanished meanwhile is reported rather than silently
@@ -289,7 +291,7 @@ class Store:
         if metadata is None:
             return None
         managed = metadata.pop("managedFields", None)
-        if managed is not None and not self._managed_fields:
+        if managed is not None and (event._strip or not self._managed_fields):
             raw = cut_managed_fields(raw, managed)
             if raw is None:
                 return None
