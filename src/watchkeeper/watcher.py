@@ -38,7 +38,13 @@ from watchkeeper.client import (
 from watchkeeper.client.circuit import is_reachability_error
 from watchkeeper.client.errors import MAX_RETRY_AFTER
 from watchkeeper.client.objects import INITIAL_EVENTS_END as INITIAL_EVENTS_END
-from watchkeeper.client.objects import Bookmark, ObjectEvent, strip_managed_fields
+from watchkeeper.client.objects import (
+    Bookmark,
+    LazyList,
+    ObjectEvent,
+    ObjectList,
+    strip_managed_fields,
+)
 from watchkeeper.errors import WatchkeeperError
 
 __all__ = [
@@ -170,7 +176,8 @@ class WatchConfig:
     # Decode each watched object only when ``event.obj`` is first read: for consumers that
     # skip most events or need only ``event.name``/``namespace``/``resource_version``.
     # Lines are still fully validated as they arrive; reading every ``obj`` costs ~1 us
-    # more per event than the eager default (docs/benchmarks.md).
+    # more per event than the eager default (docs/benchmarks.md). A lazy LIST keeps each
+    # item's bytes, which a Store compresses as they are (no dict built).
     lazy_decode: bool = False
 
     def __post_init__(self) -> None:
@@ -368,6 +375,17 @@ def _same_error(a: ApiError, b: ApiError) -> bool:
 
 
 _strip = strip_managed_fields
+
+
+def _list_events(page: ObjectList | LazyList, strip: bool) -> list[InitApply]:
+    """A LIST page's ``InitApply`` events; a lazy page's decode their object on first read
+    (``ListItem``), so a Store can take the item's bytes as they are."""
+    if isinstance(page, LazyList):
+        return [InitApply(None, item.key, item, strip) for item in page.items]
+    if strip:
+        for obj in page.items:
+            _strip(obj)
+    return [InitApply(obj) for obj in page.items]
 
 
 def _unusable_rv(error: ApiError) -> bool:
@@ -752,9 +770,10 @@ class Watcher:
         rv = "0" if cfg.list_semantic == "any" else None
         list_rv = ""
         strip = cfg.strip_managed_fields
+        lister = self.api.list_lazy if cfg.lazy_decode else self.api.list
         while True:
             async with self._deadline(progress, "LIST"):
-                page = await self.api.list(
+                page = await lister(
                     label_selector=cfg.label_selector,
                     field_selector=cfg.field_selector,
                     limit=cfg.page_size,
@@ -767,15 +786,10 @@ class Watcher:
             token = page.continue_token
             if not token:
                 break
-            for obj in page.items:
-                if strip:
-                    _strip(obj)
-                yield InitApply(obj)
+            for ev in _list_events(page, strip):
+                yield ev
         self.resource_version = list_rv
-        for obj in page.items:
-            if strip:
-                _strip(obj)
-            held.append(InitApply(obj))
+        held.extend(_list_events(page, strip))
         held.append(InitDone())
 
     def _stopped_at(self, ev: Event | None) -> None:

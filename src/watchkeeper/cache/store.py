@@ -7,7 +7,9 @@ reads without decoding (resourceVersion, labels, owner references, generation,
 deletionTimestamp, index values) decoded and shared between objects. A read decodes: every
 ``get``/``list``/``by_index`` result is a new dict, so a caller that changes one changes
 nothing cached. The newest few objects written are held as the dicts they came as and
-handed out once, to the first reader (the reconcile their event triggered), for free.
+handed out once, to the first reader (the reconcile their event triggered), for free. An
+event not decoded yet (a lazy watcher's LIST item) is stored from its JSON bytes with no
+dict built (``cache/_raw.py``); its dict is built by whoever reads it first.
 
 A relist is collected aside and swapped in whole at ``InitDone``, so readers never see a
 half-listed cache, and whatever vanished meanwhile is reported rather than silently
@@ -31,7 +33,9 @@ import msgspec
 from watchkeeper import meta
 from watchkeeper.cache._codec import Codec
 from watchkeeper.cache._entry import Entry, Head, Heads, Interner, Owner
+from watchkeeper.cache._raw import cut_managed_fields, object_head, object_json
 from watchkeeper.client import _json
+from watchkeeper.client.objects import ObjectEvent
 from watchkeeper.watcher import (
     Apply,
     Delete,
@@ -49,6 +53,7 @@ Key = tuple[str | None, str]
 KeyFn = Callable[[JSON], Key]
 IndexFn = Callable[[JSON], Iterable[str]]
 
+Fresh = JSON | ObjectEvent  # a fresh object, or the undecoded event it came in: read once
 __all__ = ["Head", "Owner", "Store", "Writer"]
 
 FRESH = 128  # objects held decoded, each handed out once: enough for the reconciles in flight
@@ -58,7 +63,7 @@ _encode_json = msgspec.json.Encoder().encode
 _decode_json = msgspec.json.Decoder(dict[str, Any]).decode
 
 
-def _add_fresh(fresh: dict[Key, JSON], key: Key, obj: JSON) -> None:
+def _add_fresh(fresh: dict[Key, Fresh], key: Key, obj: Fresh) -> None:
     fresh.pop(key, None)  # to the end: the oldest goes first
     fresh[key] = obj
     if len(fresh) > FRESH:
@@ -82,7 +87,7 @@ class Store:
         self._named = key is meta.key  # keyed by name: a nameless object is refused
         self._managed_fields = managed_fields
         self._objects: dict[Key, Entry] = {}
-        self._fresh: dict[Key, JSON] = {}  # newest dicts written, each handed out once
+        self._fresh: dict[Key, Fresh] = {}  # newest dicts written, each handed out once
         self._listing: dict[Key, Entry] | None = None  # a relist in progress (the Writer's)
         self._codec = Codec()
         self._interned = Interner()
@@ -116,7 +121,9 @@ class Store:
 
     def _read(self, key: Key, entry: Entry) -> JSON:
         obj = self._fresh.pop(key, None)
-        return obj if obj is not None else self._decode(entry)
+        if obj is None:
+            return self._decode(entry)
+        return obj if obj.__class__ is dict else obj.obj  # type: ignore[union-attr]
 
     def get(self, name: str, *, namespace: str | None = None) -> JSON | None:
         """The object named ``name`` in ``namespace`` (None: cluster-scoped), a dict of the
@@ -127,7 +134,9 @@ class Store:
         if entry is None:
             return None
         obj = self._fresh.pop(key, None)  # _read written out: a reconcile's every read
-        return obj if obj is not None else self._decode(entry)
+        if obj is None:
+            return self._decode(entry)
+        return obj if obj.__class__ is dict else obj.obj  # type: ignore[union-attr]
 
     def head(self, name: str, *, namespace: str | None = None) -> Head | None:
         """The object's labels, owner references, generation and deletionTimestamp, read
@@ -267,6 +276,54 @@ class Store:
                 (e.head, *(e.values or ())) for e in chain(self._entries(), (entry,))))
         return entry
 
+    def _undecoded(self, event: ObjectEvent) -> tuple[Key, bytes, JSON] | None:
+        """An undecoded event's key, its object's JSON as the store keeps it and the head
+        fields of its metadata, without building the object's dict; None when it must be
+        decoded (indexes or a key function to call, a live watch piece, bytes the cut
+        below cannot be sure of: ``_raw.cut_managed_fields``)."""
+        keys = event._key
+        if not self._named or self._index_fns or keys is None:
+            return None
+        raw = object_json(event._line)
+        if raw is None:
+            return None
+        metadata = object_head(raw)
+        if metadata is None:
+            return None
+        managed = metadata.pop("managedFields", None)
+        if managed is not None and (event._strip or not self._managed_fields):
+            raw = cut_managed_fields(raw, managed)
+            if raw is None:
+                return None
+            event._strip = True  # its dict, once read, as the eager path leaves it
+        ns = keys.namespace
+        return _new_ref(meta.ObjectRef, (_intern(ns) if ns else None, keys.name)), raw, metadata
+
+    def _make_raw(self, raw: bytes, md: JSON, key: Key, old: Entry | None = None) -> Entry:
+        """``_make`` for an object's JSON (``_undecoded``): compressed as it is."""
+        rv = md.get("resourceVersion")
+        tag = rv.encode() if isinstance(rv, str) else b""
+        if len(tag) > 255:
+            tag = b""
+        if old is not None and tag and self._codec.tag(old.blob) == tag:
+            return old
+        codec = self._codec
+        trainings = codec.trainings
+        blob = codec.encode(raw, tag)
+        if codec.trainings != trainings:
+            blob = self._retrained(raw, tag)
+        entry = Entry(key, blob, self._heads(md), None)
+        interned = self._interned
+        if interned.full():
+            interned.rebuild(chain.from_iterable(
+                (e.head, *(e.values or ())) for e in chain(self._entries(), (entry,))))
+        return entry
+
+    def _put_raw(self, key: Key, raw: bytes, md: JSON, event: ObjectEvent) -> None:
+        old = self._objects.get(key)
+        self._objects[key] = self._make_raw(raw, md, key if old is None else old.key)
+        _add_fresh(self._fresh, key, event)
+
     def _retrained(self, raw: bytes, tag: bytes) -> bytes:
         """A dictionary was just trained: re-encode what was made without one, and
         ``raw`` (the object being stored) with it."""
@@ -308,7 +365,7 @@ class Store:
                     if not keys:
                         del index[value]
 
-    def _swap(self, objects: dict[Key, Entry], fresh: dict[Key, JSON]) -> builtins.list[JSON]:
+    def _swap(self, objects: dict[Key, Entry], fresh: dict[Key, Fresh]) -> builtins.list[JSON]:
         """Replace everything at once; returns the objects that vanished."""
         old = self._objects
         vanished = [self._read(key, e) for key, e in old.items() if key not in objects]
@@ -329,7 +386,7 @@ class Writer:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._fresh: dict[Key, JSON] = {}  # a relist's newest dicts, the store's at InitDone
+        self._fresh: dict[Key, Fresh] = {}  # a relist's newest dicts, the store's at InitDone
 
     @property
     def _buffer(self) -> dict[Key, Entry] | None:
@@ -356,8 +413,21 @@ class Writer:
     def apply(self, event: Event) -> list[Event]:
         store = self.store
         if event.__class__ is InitApply:  # a relist's every object: no match statement
-            self._init_apply(event.obj)  # (its five class patterns cost ~0.4 us an event)
+            assert isinstance(event, InitApply)  # (its five class patterns cost ~0.4 us)
+            got = store._undecoded(event) if event._line is not None else None
+            if got is not None:
+                self._init_apply_raw(event, *got)
+            else:
+                self._init_apply(event.obj)
             return [event]
+        if event.__class__ is Apply:
+            assert isinstance(event, Apply)
+            got = store._undecoded(event) if event._line is not None else None
+            if got is not None:
+                store._put_raw(*got, event)
+                if not store.ready:
+                    store._notify()
+                return [event]
         match event:
             case Apply(obj):
                 store._put(obj)
@@ -377,6 +447,17 @@ class Writer:
             case WatchError():
                 store._notify()
         return [event]
+
+    def _init_apply_raw(self, event: InitApply, key: Key, raw: bytes, md: JSON) -> None:
+        store = self.store
+        listing = store._listing
+        if listing is None:
+            listing = self._buffer = {}
+        old = store._objects.get(key)
+        if old is not None:
+            key = old.key
+        listing[key] = store._make_raw(raw, md, key, old)
+        _add_fresh(self._fresh, key, event)
 
     def _init_apply(self, obj: JSON) -> None:
         store = self.store

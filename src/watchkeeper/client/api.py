@@ -19,6 +19,7 @@ from watchkeeper.client._pager import list_pages
 from watchkeeper.client.errors import InvalidResponse, NotFound
 from watchkeeper.client.objects import _NO_META as _NO_META
 from watchkeeper.client.objects import KeyFields as KeyFields
+from watchkeeper.client.objects import LazyList as LazyList
 from watchkeeper.client.objects import ListShape
 from watchkeeper.client.objects import ObjectList as ObjectList
 from watchkeeper.client.objects import RawEvent as RawEvent
@@ -30,6 +31,7 @@ from watchkeeper.client.objects import _HeadObject as _HeadObject
 from watchkeeper.client.objects import _object_list as _object_list
 from watchkeeper.client.objects import decode_line_object as decode_line_object
 from watchkeeper.client.objects import key_fields as key_fields
+from watchkeeper.client.objects import lazy_list as _lazy_list
 from watchkeeper.client.resource import Resource
 from watchkeeper.client.stream import open_stream
 
@@ -94,6 +96,21 @@ def _selectors(label_selector: str | None, field_selector: str | None) -> dict[s
     return params
 
 
+def _list_params(label_selector: str | None, field_selector: str | None, limit: int | None,
+                 continue_token: str | None, resource_version: str | None,
+                 resource_version_match: str | None) -> dict[str, str]:
+    params = _selectors(label_selector, field_selector)
+    if limit:
+        params["limit"] = str(limit)
+    if continue_token:
+        params["continue"] = continue_token
+    if resource_version is not None:
+        params["resourceVersion"] = resource_version
+    if resource_version_match:
+        params["resourceVersionMatch"] = resource_version_match
+    return params
+
+
 class Api:
     """Verbs on ``resource``; ``namespace=None`` on a namespaced resource means all namespaces
     for list/watch, and the object's own namespace for writes."""
@@ -141,6 +158,27 @@ class Api:
             self.client.discovery.forget(self._spec)
             self._resource = self._given
 
+    async def _body(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        accept: str = "application/json",
+    ) -> bytes:
+        payload = body if isinstance(body, bytes) or body is None else _encode(body)
+        try:
+            resp = await self.client.transport.request(
+                method, path, params=params, body=payload,
+                content_type=content_type if payload is not None else None, accept=accept,
+            )
+        except NotFound as exc:
+            self._type_missing(exc)
+            raise
+        return resp.body
+
     async def _json(
         self,
         method: str,
@@ -151,17 +189,10 @@ class Api:
         content_type: str = "application/json",
         accept: str = "application/json",
     ) -> JSON:
-        payload = body if isinstance(body, bytes) or body is None else _encode(body)
+        raw = await self._body(method, path, params=params, body=body,
+                               content_type=content_type, accept=accept)
         try:
-            resp = await self.client.transport.request(
-                method, path, params=params, body=payload,
-                content_type=content_type if payload is not None else None, accept=accept,
-            )
-        except NotFound as exc:
-            self._type_missing(exc)
-            raise
-        try:
-            return _decode_large(resp.body)
+            return _decode_large(raw)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             said = self.client.transport.redactor.scrub(str(exc))
             raise InvalidResponse(
@@ -189,23 +220,50 @@ class Api:
     ) -> ObjectList:
         """One page; follow ``continue_token`` (or use ``list_all``) for the rest.
         ``metadata_only`` asks for PartialObjectMetadata: no spec, data or status."""
-        params = _selectors(label_selector, field_selector)
-        if limit:
-            params["limit"] = str(limit)
-        if continue_token:
-            params["continue"] = continue_token
-        if resource_version is not None:
-            params["resourceVersion"] = resource_version
-        if resource_version_match:
-            params["resourceVersionMatch"] = resource_version_match
+        params = _list_params(label_selector, field_selector, limit, continue_token,
+                              resource_version, resource_version_match)
         accept = METADATA_LIST_ACCEPT if metadata_only else "application/json"
         path = await self._path()
         data = await self._json("GET", path, params=params, accept=accept)
+        return await self._checked_list(data, path, accept)
+
+    async def _checked_list(self, data: JSON, path: str, accept: str) -> ObjectList:
         shape = _list_shape(await self.resource(), accept)
         try:
             return _object_list(data, path, shape)
         except InvalidResponse as exc:  # it quotes what the server said: scrubbed
             raise self.client.transport.redactor.error(exc) from None
+
+    async def list_lazy(
+        self,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+        resource_version: str | None = None,
+        metadata_only: bool = False,
+    ) -> LazyList | ObjectList:
+        """``list``, its items left as JSON (``ListItem``: the bytes and the key fields) for
+        a lazy watcher, whose Store compresses those bytes without building a dict. A page
+        that is not a well-formed list is decoded the eager way (an ``ObjectList``, or the
+        ``InvalidResponse`` ``list`` raises): the same answer, the same errors."""
+        params = _list_params(label_selector, field_selector, limit, continue_token,
+                              resource_version, None)
+        accept = METADATA_LIST_ACCEPT if metadata_only else "application/json"
+        path = await self._path()
+        body = await self._body("GET", path, params=params, accept=accept)
+        page = _lazy_list(body, path, _list_shape(await self.resource(), accept))
+        if page is not None:
+            return page
+        try:
+            data = _decode_large(body)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            said = self.client.transport.redactor.scrub(str(exc))
+            raise InvalidResponse(
+                f"undecodable response body ({said})", method="GET", path=path
+            ) from None
+        return await self._checked_list(data, path, accept)
 
     async def list_all(
         self,

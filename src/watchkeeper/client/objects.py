@@ -465,3 +465,70 @@ def _object_list(data: JSON, path: str, shape: ListShape) -> ObjectList:
         remaining_item_count=remaining,
         raw_metadata=meta,
     )
+
+
+class ListItem(msgspec.Struct, gc=False):
+    """One item of a lazily decoded LIST page: its JSON (copied out of the page, which a
+    ``msgspec.Raw`` would keep alive whole) and its key fields. It is a lazy event's
+    ``_line``: ``obj(at)`` builds the dict on first read, and a Store compresses ``raw``
+    itself without a dict ever being built."""
+
+    raw: bytes
+    key: KeyFields
+
+    def obj(self, at: int = 0) -> JSON:
+        return _decode_obj(self.raw)
+
+
+@dataclass
+class LazyList:
+    """A LIST page as ``ListItem``s (``Api.list(lazy=True)``); the rest as ``ObjectList``."""
+
+    items: list[ListItem]
+    resource_version: str
+    continue_token: str | None = None
+
+
+class _ListMeta(msgspec.Struct, gc=False):
+    resourceVersion: str = ""
+    continue_: str = msgspec.field(default="", name="continue")
+    remainingItemCount: int | None = None
+
+
+class _RawPage(msgspec.Struct, gc=False):
+    """A LIST page with its items undecoded. Only the happy path: anything this refuses is
+    decoded again the eager way, whose checks name the problem (``_object_list``)."""
+
+    kind: str
+    items: list[msgspec.Raw] | None
+    apiVersion: str | None = None
+    metadata: _ListMeta | None = None
+
+
+_decode_raw_page = msgspec.json.Decoder(_RawPage).decode
+_decode_item_head = msgspec.json.Decoder(_ObjectHeadObject).decode
+
+
+def lazy_list(body: bytes, path: str, shape: ListShape) -> LazyList | None:
+    """``body`` as a ``LazyList`` when it is a well-formed list of ``shape`` with named
+    items (the checks ``_object_list`` makes); None when not, or too deep for msgspec:
+    then the caller decodes it eagerly, which says what is wrong."""
+    try:
+        page = _decode_raw_page(body)
+        kind = page.kind
+        if shape.kind:
+            if kind != shape.kind:
+                return None
+        elif not kind.endswith("List") or kind == "List":
+            return None
+        version = page.apiVersion
+        if shape.api_version and version is not None and version != shape.api_version:
+            return None
+        items = []
+        for raw in page.items or ():
+            item = bytes(raw)
+            items.append(ListItem(item, _decode_item_head(item).metadata))
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
+    meta = page.metadata or _ListMeta()
+    return LazyList(items, meta.resourceVersion, meta.continue_ or None)
