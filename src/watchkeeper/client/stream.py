@@ -212,8 +212,6 @@ class FastWatchStream:
         size = piece or (_pieces.PIECE_BYTES if lazy else _pieces.EAGER_PIECE_BYTES)
         self._piece = min(size, max_line)
         self.headers = conn.head.headers
-        # An error found after events: raised by the read after the one that gave them.
-        self._failed: ApiError | None = None
 
     @property
     def resource_version(self) -> str:
@@ -280,63 +278,6 @@ class FastWatchStream:
                                     reason="ConnectionReset", **self._conn.where)
         return _conn_error(cause, _Target("http://x"), self._conn.where, self.decoder.redactor)
 
-    def reader(
-        self,
-        classes: EventClasses = _RAW_CLASSES,
-        other: Callable[[str], type[ObjectEvent]] = raw_event_class,
-        *,
-        counts: dict[str, int] | None = None,
-        strip: bool = False,
-    ) -> Callable[[], list[ObjectEvent] | asyncio.Future[None] | None]:
-        """The stream read without a generator between it and the consumer: each call of
-        the returned ``take_batch`` gives the typed events of what is buffered (a list, one
-        per piece, never empty), or a future to await when nothing is (more bytes, the end
-        or a failure), or None at the clean end. It raises what ended the stream otherwise:
-        an ERROR line or a bad line as its typed ``ApiError``, after a call that returned
-        the events before it. Events are built as ``batches`` documents."""
-        # The watcher's loop calls this once per read instead of resuming an async
-        # generator (its asend/StopIteration machinery ran on every read and every wait).
-        conn = self._conn
-        proto = conn.proto
-        take = proto.take
-        batch_of = self.decoder.batch
-        size, max_line = self._piece, self._max_line
-        tally: dict[str, int] = {} if counts is None else counts
-        new_future = asyncio.get_running_loop().create_future
-
-        def take_batch() -> list[ObjectEvent] | asyncio.Future[None] | None:
-            failed = self._failed
-            if failed is not None:
-                self._failed = None
-                raise failed
-            while True:
-                if proto.r == proto.b and not proto.eof and proto.error is None:
-                    # All taken, nothing more yet: the usual case, a future at once
-                    # (``proto.waiter()`` inlined; ``take`` reset the buffer).
-                    if proto.paused:
-                        proto.resume()
-                    fut = proto._waiter = new_future()
-                    proto.waiting = True
-                    return fut
-                data = take(size)
-                if data is None:
-                    if self._starved():
-                        return None
-                    return proto.waiter()
-                conn._line_since = None  # conn.line_done(), without the call
-                if len(data) > max_line:
-                    raise self._too_long(len(data))
-                batch, error = batch_of(data, classes, other, tally, strip)
-                del data
-                if error is not None:
-                    if not batch:
-                        raise error
-                    self._failed = error
-                if batch:
-                    return batch
-
-        return take_batch
-
     async def batches(
         self,
         classes: EventClasses = _RAW_CLASSES,
@@ -350,17 +291,41 @@ class FastWatchStream:
         ``Bookmark``. An ERROR line or a bad line ends the stream: the events before it come
         as their own list, then its typed ``ApiError``. ``counts`` (by type) and
         ``resource_version`` (the last event's) are kept once per piece; ``strip`` drops
-        ``metadata.managedFields`` from each object once decoded. The same as ``reader``,
-        as an async generator (``Api.watch``'s iteration, a streaming list's start)."""
-        take_batch = self.reader(classes, other, counts=counts, strip=strip)
+        ``metadata.managedFields`` from each object once decoded."""
+        # One generator between the protocol and the consumer: each read is taken, decoded
+        # and typed here (``PieceDecoder.batch``), and a wait awaits the protocol's future.
+        conn = self._conn
+        proto = conn.proto
+        take = proto.take
+        batch_of = self.decoder.batch
+        size, max_line = self._piece, self._max_line
+        tally: dict[str, int] = {} if counts is None else counts
+        new_future = asyncio.get_running_loop().create_future
         while True:
-            got = take_batch()
-            if got.__class__ is list:
-                yield got
-            elif got is None:
-                return
-            else:
-                await got  # type: ignore[misc]
+            if proto.r == proto.b and not proto.eof and proto.error is None:
+                # All taken, nothing more yet: the usual case, checked and waited for
+                # without a call (``proto.waiter()`` inlined; ``take`` reset the buffer).
+                if proto.paused:
+                    proto.resume()
+                fut = proto._waiter = new_future()
+                proto.waiting = True
+                await fut
+                continue
+            data = take(size)
+            if data is None:
+                if self._starved():
+                    return
+                await proto.waiter()
+                continue
+            conn._line_since = None  # conn.line_done(), without the call
+            if len(data) > max_line:
+                raise self._too_long(len(data))
+            batch, error = batch_of(data, classes, other, tally, strip)
+            del data
+            if batch:
+                yield batch
+            if error is not None:
+                raise error
 
     async def __aiter__(self) -> AsyncIterator[RawEvent]:
         async for batch in self.batches():

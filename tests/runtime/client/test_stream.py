@@ -452,53 +452,6 @@ def test_reads_uvloop_makes_in_one_loop_turn_stop_at_the_high_water_mark() -> No
     assert most <= HIGH_WATER + BUFFER_SIZE
 
 
-async def test_reader_gives_a_future_when_idle_the_events_then_the_error_then_none() -> None:
-    """``reader()``, which the watcher calls instead of iterating ``batches()``: a future
-    when nothing is buffered, a piece's events, then the ERROR line after them on the next
-    call (never before them, never lost); a clean end is None."""
-    gone = msgspec.json.encode({"type": "ERROR", "object": {
-        "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Expired",
-        "code": 410, "message": "too old resource version: 1 (2)"}}) + b"\n"
-    send = asyncio.Event()
-
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(HEAD)
-        await writer.drain()
-        await send.wait()
-        writer.write(chunked(line(1) + line(2) + gone, []))
-        await writer.drain()
-
-    async with raw_server(serve) as client, open_stream(client.transport, PATH) as stream:
-        take_batch = stream.reader()
-        got = take_batch()
-        assert isinstance(got, asyncio.Future) and not got.done()
-        send.set()
-        await got
-        while not isinstance(got := take_batch(), list):
-            assert got is not None
-            await got
-        assert [ev.name for ev in got] == ["cm-1", "cm-2"]
-        assert stream.resource_version == "102"
-        with pytest.raises(wk.Gone):
-            take_batch()
-
-    async def ends(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(HEAD + chunked(line(3), []))
-        await writer.drain()
-
-    async with raw_server(ends) as client, open_stream(client.transport, PATH) as stream:
-        take_batch = stream.reader()
-        seen: list[str] = []
-        while (got := take_batch()) is not None:
-            if isinstance(got, list):
-                seen += [ev.name for ev in got]
-            else:
-                await got
-        assert seen == ["cm-3"]
-
-
 # -- over the simulator, plain and TLS ---------------------------------------------------------
 
 
