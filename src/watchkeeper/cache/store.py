@@ -63,6 +63,16 @@ _encode_json = msgspec.json.Encoder().encode
 _decode_json = msgspec.json.Decoder(dict[str, Any]).decode
 
 
+def _tag(md: Any) -> bytes:
+    """The resourceVersion a blob carries (b"": none, or longer than a tag holds; never so
+    from kube-apiserver, whose versions are decimal revisions: such an entry is not reused)."""
+    rv = md.get("resourceVersion") if isinstance(md, dict) else None
+    if not isinstance(rv, str):
+        return b""
+    tag = rv.encode()
+    return tag if len(tag) <= 255 else b""
+
+
 def _add_fresh(fresh: dict[Key, Fresh], key: Key, obj: Fresh) -> None:
     fresh.pop(key, None)  # to the end: the oldest goes first
     fresh[key] = obj
@@ -244,33 +254,32 @@ class Store:
         """``obj`` as an entry; ``old`` itself when it is the same resourceVersion (a
         relisted object that did not change keeps the entry it had)."""
         md = obj.get("metadata")
-        tag = b""
-        if isinstance(md, dict):
-            if not self._managed_fields:
-                md.pop("managedFields", None)
-            rv = md.get("resourceVersion")
-            if isinstance(rv, str):
-                tag = rv.encode()
-                if len(tag) > 255:
-                    tag = b""  # never from kube-apiserver (a decimal revision): not reused
+        if isinstance(md, dict) and not self._managed_fields:
+            md.pop("managedFields", None)
+        tag = _tag(md)
         if old is not None and tag and self._codec.tag(old.blob) == tag:
             return old
-        interned = self._interned
         values = None
         if self._index_fns:
+            interned = self._interned
             values = tuple(interned(tuple(fn(obj))) for fn in self._index_fns.values())
-        # The encoding written out (called for every object stored); _retrained is the rare
-        # path where this object completed the samples of a dictionary.
-        codec = self._codec
-        trainings = codec.trainings
         try:
             raw = _encode_json(obj)
         except RecursionError:  # deeper than msgspec nests: the iterative encoder
             raw = _json.encode(obj)
+        return self._entry(raw, tag, key, md, values)
+
+    def _entry(self, raw: bytes, tag: bytes, key: Key, md: Any,
+               values: tuple[tuple[str, ...], ...] | None) -> Entry:
+        """The entry of an object's JSON: compressed (``_retrained`` is the rare path where
+        this object completed the samples of a dictionary), its head fields interned."""
+        codec = self._codec
+        trainings = codec.trainings
         blob = codec.encode(raw, tag)
         if codec.trainings != trainings:
             blob = self._retrained(raw, tag)
         entry = Entry(key, blob, self._heads(md), values)
+        interned = self._interned
         if interned.full():
             interned.rebuild(chain.from_iterable(
                 (e.head, *(e.values or ())) for e in chain(self._entries(), (entry,))))
@@ -301,23 +310,10 @@ class Store:
 
     def _make_raw(self, raw: bytes, md: JSON, key: Key, old: Entry | None = None) -> Entry:
         """``_make`` for an object's JSON (``_undecoded``): compressed as it is."""
-        rv = md.get("resourceVersion")
-        tag = rv.encode() if isinstance(rv, str) else b""
-        if len(tag) > 255:
-            tag = b""
+        tag = _tag(md)
         if old is not None and tag and self._codec.tag(old.blob) == tag:
             return old
-        codec = self._codec
-        trainings = codec.trainings
-        blob = codec.encode(raw, tag)
-        if codec.trainings != trainings:
-            blob = self._retrained(raw, tag)
-        entry = Entry(key, blob, self._heads(md), None)
-        interned = self._interned
-        if interned.full():
-            interned.rebuild(chain.from_iterable(
-                (e.head, *(e.values or ())) for e in chain(self._entries(), (entry,))))
-        return entry
+        return self._entry(raw, tag, key, md, None)
 
     def _put_raw(self, key: Key, raw: bytes, md: JSON, event: ObjectEvent) -> None:
         old = self._objects.get(key)
