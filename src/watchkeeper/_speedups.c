@@ -39,6 +39,7 @@ static int all_ascii(const unsigned char *s, Py_ssize_t n) {
  * BOOKMARK/ERROR, non-ASCII bytes, a line that is not one value): the caller's Python then
  * decides, with its errors in its words. */
 static PyObject *lazy_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
     if (nargs != 6) {
         PyErr_SetString(PyExc_TypeError, "lazy_batch takes 6 arguments");
         return NULL;
@@ -82,7 +83,6 @@ static PyObject *lazy_batch(PyObject *module, PyObject *const *args, Py_ssize_t 
     }
 
     PyObject *events = NULL, *piece = NULL, *rv = NULL, *result = NULL;
-    PyObject *none_metas = NULL;
     Py_ssize_t tally[3] = {0, 0, 0};
     PyObject *kinds[3] = {s_ADDED, s_MODIFIED, s_DELETED};
     /* Pass 1: every type plain, every metadata at hand (no event built before all are). */
@@ -160,7 +160,6 @@ static PyObject *lazy_batch(PyObject *module, PyObject *const *args, Py_ssize_t 
     }
     result = PyTuple_Pack(3, events, piece, rv);
 fail:
-    Py_XDECREF(none_metas);
     Py_XDECREF(events);
     Py_XDECREF(piece);
     Py_XDECREF(rv);
@@ -205,7 +204,7 @@ static PyObject *whole_chunks(PyObject *module, PyObject *const *args, Py_ssize_
     Py_ssize_t size = PyLong_AsSsize_t(args[5]);
     if (PyErr_Occurred()) return NULL;
     Py_ssize_t len = PyByteArray_GET_SIZE(bufobj);
-    if (p < 0 || b < 0 || w > len || p > w || b > p) {
+    if (p < 0 || b < 0 || w > len || p > w || b > p || size < 0) {
         PyErr_SetString(PyExc_ValueError, "whole_chunks: positions out of order");
         return NULL;
     }
@@ -328,9 +327,11 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "watchkeeper._speedups",
-    "The watch stream's per-read work in C (optional; see watchkeeper.client._fast).", -1,
-    methods,
+    PyModuleDef_HEAD_INIT,
+    .m_name = "watchkeeper._speedups",
+    .m_doc = "The watch stream's per-read work in C (optional; see watchkeeper.client._fast).",
+    .m_size = -1,
+    .m_methods = methods,
 };
 
 PyMODINIT_FUNC PyInit__speedups(void) {

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from typing import Any
 
 from multidict import CIMultiDict
@@ -109,6 +110,7 @@ def whole_chunks_py(buf: bytearray, p: int, b: int, w: int, head: bytes, size: i
 
 
 _take_whole_chunks = speedups.whole_chunks if speedups is not None else whole_chunks_py
+_ASYNCIO_TIME = asyncio.BaseEventLoop.time
 
 
 class ResponseProtocol(asyncio.BufferedProtocol):
@@ -136,7 +138,11 @@ class ResponseProtocol(asyncio.BufferedProtocol):
         self._waiter: asyncio.Future[None] | None = None
         self.last_rx = 0.0
         self._loop = asyncio.get_event_loop()
-        self._time = self._loop.time
+        # asyncio's own loop reads time.monotonic(): called directly, a Python frame fewer
+        # per read (uvloop's ``time`` is C already, and any other loop keeps its own).
+        loop_time = self._loop.time
+        self._time = (time.monotonic if getattr(loop_time, "__func__", None) is _ASYNCIO_TIME
+                      else loop_time)
         self.interim = 0  # 1xx responses skipped
 
     # -- asyncio callbacks -----------------------------------------------------------------

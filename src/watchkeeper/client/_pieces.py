@@ -225,7 +225,8 @@ class PieceDecoder:
                 self.resource_version = rv
                 return
 
-    def _advance_events(self, events: list[ObjectEvent]) -> None:
+    def advance_events(self, events: list[ObjectEvent]) -> None:
+        """``resource_version`` to the last of ``events`` that has one (a piece the C built)."""
         for event in reversed(events):
             rv = event.resource_version
             if rv:

@@ -337,7 +337,7 @@ class FastWatchStream:
                     if rv:
                         decoder.resource_version = rv
                     else:
-                        decoder._advance_events(batch)
+                        decoder.advance_events(batch)
                     yield batch
                     continue
             batch, error = batch_of(data, classes, other, tally, strip)

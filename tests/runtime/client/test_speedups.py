@@ -214,3 +214,12 @@ def test_key_fields_in_c_read_the_key_or_the_object() -> None:
         lazy.name = "c"  # type: ignore[misc]
     assert repr(ObjectEvent.__dict__["namespace"]) == "KeyField('namespace')"
     assert ObjectEvent.name is ObjectEvent.__dict__["name"]  # on the class: itself
+
+
+def test_the_version_says_whether_the_c_part_runs() -> None:
+    from click.testing import CliRunner
+
+    from watchkeeper.cli import main
+
+    out = CliRunner().invoke(main, ["--version"]).output
+    assert "the watch stream's C part: on" in out, out
