@@ -3,11 +3,15 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-test
+STREAM_TESTS := tests/runtime/client/test_stream.py tests/runtime/client/test_watch_lines.py \
+	tests/runtime/client/test_watcher_pieces.py tests/runtime/client/test_event_parity.py \
+	tests/runtime/client/test_hostile_data.py tests/runtime/client/test_fuzz_client_regressions.py \
+	tests/runtime/client/test_fuzz_client_regressions_2.py tests/runtime/client/test_speedups.py
 BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: test demo e2e bench lint typecheck unit wheels clean conformance-live conformance-record
 
-$(STAMP): pyproject.toml sim/pyproject.toml
+$(STAMP): pyproject.toml sim/pyproject.toml hatch_build.py src/watchkeeper/_speedups.c
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]' -e ./sim
@@ -24,8 +28,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src sim examples  # the examples are user code: it must type-check
 
+# The stream's tests run twice: with its C part (when built) and with its Python alone.
 unit: $(STAMP)
 	$(BIN)/pytest -q -m "not e2e"
+	WATCHKEEPER_PURE_PYTHON=1 $(BIN)/pytest -q -m "not e2e" $(STREAM_TESTS)
 
 # The runtime wheel alone, in a throw-away venv: imports, runs --help, no test-only dependency.
 wheels: $(STAMP)

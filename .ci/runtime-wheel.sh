@@ -32,6 +32,11 @@ for forbidden in trustme cryptography uvloop watchkeeper-sim watchkeeper_sim; do
 done
 
 "$bin/python" -c "import watchkeeper, sys; print('import watchkeeper', watchkeeper.__version__, 'from', watchkeeper.__file__)"
+# the watch stream's C part is in the wheel (built by hatch_build.py) and is what runs
+"$bin/python" -c "from watchkeeper.client import _fast; print('C speedups:', _fast.speedups)"
+if [ "${WATCHKEEPER_REQUIRE_SPEEDUPS:-0}" != "0" ]; then
+  "$bin/python" -c "from watchkeeper.client import _fast; assert _fast.ACTIVE, 'no C speedups in the runtime wheel'"
+fi
 if "$bin/python" -c "import watchkeeper_sim" 2>/dev/null; then
   echo "FAIL: watchkeeper_sim is importable from the runtime wheel alone" >&2
   exit 1

@@ -21,6 +21,7 @@ import yaml
 import watchkeeper as wk
 from watchkeeper import meta
 from watchkeeper._runner import RunOptions, caller_error, run_sync
+from watchkeeper.client import _fast
 
 EXIT_FAILED = 1
 """It ran and then stopped working: a watch or controller past max-unhealthy, leadership
@@ -109,7 +110,9 @@ class _Main(click.Group):
 
 
 @click.group(cls=_Main)
-@click.version_option(wk.__version__, prog_name="watchkeeper")
+@click.version_option(wk.__version__, prog_name="watchkeeper", message=(
+    "%(prog)s %(version)s (the watch stream's C part: "
+    + ("on)" if _fast.ACTIVE else "off: its Python runs)")))
 def main() -> None:
     """Kubernetes watches and controllers that are kind to the API server."""
 

@@ -810,7 +810,8 @@ class Watcher:
         if decoder.resource_version:
             self.resource_version = decoder.resource_version
         health = self.health
-        health.last_event_at = live.clock()
+        receiver = live.receiver
+        health.last_event_at = receiver.last_rx if receiver is not None else live.clock()
         if not progress.settled or health.state is not _HEALTHY:
             progress.progressed()
         if decoder.plain:
@@ -895,7 +896,8 @@ class Watcher:
                     if held is not None:
                         yield held  # emptied by the consumer: popped in _run
                 # Apply/Delete, built by the stream:
-                live = _Live(batches, stream, clock)  # type: ignore[arg-type]
+                live = _Live(batches, stream, clock,  # type: ignore[arg-type]
+                             self._clock is None)
                 yield live  # iterated by _run (see ``_took``), then back here at its end
                 delivered = delivered or live.delivered
         finally:
@@ -952,12 +954,14 @@ class _Live:
     """The live part of one watch, handed by ``_watch_once`` to ``_run``: the stream's
     batches, its decoder (resume version, whether a piece was plain), whether any came."""
 
-    __slots__ = ("batches", "clock", "decoder", "delivered")
+    __slots__ = ("batches", "clock", "decoder", "delivered", "receiver")
 
     def __init__(self, batches: AsyncGenerator[list[Event], None], stream: WatchStream,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], loop_clock: bool) -> None:
         self.batches, self.decoder, self.clock = batches, stream.decoder, clock
         self.delivered = False
+        # On the loop's clock, when the last bytes arrived is known (no clock call per read).
+        self.receiver = getattr(stream, "receiver", None) if loop_clock else None
 
 
 async def _once(batch: list[Event]) -> AsyncGenerator[list[Event], None]:

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from typing import Any
 
 from multidict import CIMultiDict
+
+from watchkeeper.client._fast import speedups
 
 BUFFER_SIZE = 2 << 20  # preallocated per open watch
 MIN_FREE = 64 << 10  # compact or grow below this much free space
@@ -81,6 +84,35 @@ def parse_head(data: bytes) -> Head:
     return Head(parts[0], int(parts[1]), parts[2] if len(parts) > 2 else "", headers)
 
 
+def whole_chunks_py(buf: bytearray, p: int, b: int, w: int, head: bytes, size: int,
+                    ) -> tuple[int, int, bytes, int]:
+    """``ResponseProtocol._whole_chunks``'s loop, in Python (``_speedups.whole_chunks`` is
+    the same in C): from ``p``, at the CRLF that ended the last chunk, each chunk that came
+    whole before ``w`` is moved to ``b``; its header is the last one seen (``head`` of
+    ``size``) or CRLF, 1-8 hex digits, CRLF. Returns the new ``p``, ``b``, and the last
+    header seen with its size."""
+    same, match = buf.startswith, _NEXT_CHUNK.match
+    with memoryview(buf) as mv:
+        while w - p > 2:  # more than the CRLF of the read's last chunk
+            if same(head, p, w):
+                start = p + len(head)
+            elif (m := match(buf, p, w)) is not None:
+                head, start, size = m[0], m.end(), int(m[1], 16)
+            else:
+                break
+            end = start + size
+            if end > w or not size:
+                break
+            mv[b:b + size] = mv[start:end]
+            b += size
+            p = end
+    return p, b, head, size
+
+
+_take_whole_chunks = speedups.whole_chunks if speedups is not None else whole_chunks_py
+_ASYNCIO_TIME = asyncio.BaseEventLoop.time
+
+
 class ResponseProtocol(asyncio.BufferedProtocol):
     """Receives one response; ``take_lines``/``wait`` are the consumer's side."""
 
@@ -106,7 +138,11 @@ class ResponseProtocol(asyncio.BufferedProtocol):
         self._waiter: asyncio.Future[None] | None = None
         self.last_rx = 0.0
         self._loop = asyncio.get_event_loop()
-        self._time = self._loop.time
+        # asyncio's own loop reads time.monotonic(): called directly, a Python frame fewer
+        # per read (uvloop's ``time`` is C already, and any other loop keeps its own).
+        loop_time = self._loop.time
+        self._time = (time.monotonic if getattr(loop_time, "__func__", None) is _ASYNCIO_TIME
+                      else loop_time)
         self.interim = 0  # 1xx responses skipped
 
     # -- asyncio callbacks -----------------------------------------------------------------
@@ -140,8 +176,9 @@ class ResponseProtocol(asyncio.BufferedProtocol):
                 # A watch that keeps up: the last read ended with its chunk's CRLF, and
                 # this one is whole chunks. Taken here; the general loop only for what
                 # ``_whole_chunks`` leaves but the CRLF of the read's last chunk.
-                self._whole_chunks()
-                p = self.p
+                p, self.b, self._next_head, self._next_size = _take_whole_chunks(
+                    self.buf, self.p, self.b, w, self._next_head, self._next_size)
+                self.p = p
                 if w - p != 2 or self.buf[p] != 13 or self.buf[p + 1] != 10:
                     self._chunks()
         except FramingError as exc:
@@ -285,25 +322,8 @@ class ResponseProtocol(asyncio.BufferedProtocol):
         Stops, with ``p`` at the CRLF that ends the last chunk taken, before anything it
         does not take whole (a partial chunk, the last chunk, an extension, a malformed
         header): the general loop deals with that."""
-        buf, mv, w = self.buf, self.mv, self.w
-        p, b = self.p, self.b
-        head, size = self._next_head, self._next_size
-        same, match = buf.startswith, _NEXT_CHUNK.match
-        while w - p > 2:  # more than the CRLF of the read's last chunk
-            if same(head, p, w):
-                start = p + len(head)
-            elif (m := match(buf, p, w)) is not None:
-                head, start, size = m[0], m.end(), int(m[1], 16)
-            else:
-                break
-            end = start + size
-            if end > w or not size:
-                break
-            mv[b:b + size] = mv[start:end]
-            b += size
-            p = end
-        self.p, self.b = p, b
-        self._next_head, self._next_size = head, size
+        self.p, self.b, self._next_head, self._next_size = _take_whole_chunks(
+            self.buf, self.p, self.b, self.w, self._next_head, self._next_size)
 
     def _head(self) -> bool:
         end = self.buf.find(b"\r\n\r\n", self.p, self.w)

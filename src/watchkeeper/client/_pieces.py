@@ -28,6 +28,7 @@ from typing import Any
 
 import msgspec
 
+from watchkeeper.client._fast import speedups
 from watchkeeper.client._json import decode_deep
 from watchkeeper.client.errors import ApiError, InvalidResponse
 from watchkeeper.client.objects import (
@@ -121,6 +122,9 @@ class LazyPiece(msgspec.Struct):
 
 
 _eager_lines = msgspec.json.Decoder(EagerEnvelope).decode_lines
+# The plain lazy piece in C (``_speedups.c``), when built: ``FastWatchStream.batches`` calls it
+# before ``batch``, which decides whatever it leaves (None).
+lazy_batch = speedups.lazy_batch if speedups is not None else None
 _object_head = msgspec.json.Decoder(_ObjectHead).decode
 _loose_head = msgspec.json.Decoder(_Head).decode
 _loose_heads = msgspec.json.Decoder(list[_Head]).decode
@@ -221,6 +225,14 @@ class PieceDecoder:
                 self.resource_version = rv
                 return
 
+    def advance_events(self, events: list[ObjectEvent]) -> None:
+        """``resource_version`` to the last of ``events`` that has one (a piece the C built)."""
+        for event in reversed(events):
+            rv = event.resource_version
+            if rv:
+                self.resource_version = rv
+                return
+
     def _valid(self, data: bytes) -> list[Any] | None:
         """The envelopes of whole lines ``data`` if every line is one good event, else None."""
         try:
@@ -282,7 +294,8 @@ class PieceDecoder:
         """``decode`` then ``events``, in one call per read: the typed events of whole lines
         ``data`` and the error that ends them (an ERROR line, or else a bad line). A lazy
         piece of ADDED/MODIFIED/DELETED only, what a watch that keeps up gets, is built
-        here with no further call."""
+        here with no further call (or, before this, by ``lazy_batch`` in C: the same
+        events, tests/runtime/client/test_speedups.py)."""
         if self.lazy:
             envs = self._valid(data)
             if envs is not None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeVar, cast
 
 import msgspec
 
+from watchkeeper.client._fast import speedups
 from watchkeeper.client._json import bounded_repr, decode_deep
 from watchkeeper.client.errors import InvalidResponse
 from watchkeeper.client.redact import Redactor
@@ -216,6 +217,12 @@ def _decoded(self: ObjectEvent) -> JSON:
 if not TYPE_CHECKING:
     # Set after the class is made: in the body msgspec would take it for the field's default.
     ObjectEvent.obj = property(_decoded)
+    if speedups is not None:
+        # The same three reads in C (no frame per read: a consumer and the Store read them
+        # for every event); tests/runtime/client/test_speedups.py holds them to the above.
+        ObjectEvent.name = speedups.KeyField("name")
+        ObjectEvent.namespace = speedups.KeyField("namespace")
+        ObjectEvent.resource_version = speedups.KeyField("resourceVersion")
 
 
 def strip_managed_fields(obj: JSON) -> None:

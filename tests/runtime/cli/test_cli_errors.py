@@ -229,6 +229,21 @@ async def test_run_loop_picks_the_event_loop_the_operator_runs_on(
     assert seen.read_text().split(".")[0] == loop
 
 
+async def test_run_loop_uvloop_without_uvloop_says_which_extra(tmp_path: Path) -> None:
+    """Without the fast extra, `run --loop uvloop` is one `error:` line naming it, exit 2,
+    before anything connects (here uvloop cannot be imported, as if not installed)."""
+    (tmp_path / "op.py").write_text("async def setup(client):\n    raise SystemExit(99)\n")
+    launcher = tmp_path / "watchkeeper"
+    launcher.write_text("import sys\n"
+                        "sys.modules['uvloop'] = None  # as if not installed\n"
+                        "from watchkeeper.cli import main\nsys.exit(main())\n")
+    code, _, err = await cli("run", f"{tmp_path / 'op.py'}:setup", "--kubeconfig",
+                             str(tmp_path / "no-kubeconfig"), "--probe-port", "-1",
+                             "--loop", "uvloop", launcher=launcher)
+    assert error_line(err) == "error: --loop uvloop needs uvloop: pip install 'watchkeeper[fast]'"
+    assert code == 2, err
+
+
 async def test_status_accepts_host_port_without_a_scheme() -> None:
     probes = HealthServer("127.0.0.1", 0)
     await probes.start()

@@ -36,14 +36,15 @@ async def raw() -> AsyncIterator[RawServer]:
         yield srv
 
 
-async def first_error(api: wk.Api, config: wk.WatchConfig) -> wk.ApiError:
-    async def first() -> wk.ApiError:
-        async for ev in wk.watcher(api, config, backoff=wk.ConstantBackoff(0.01)):
-            if isinstance(ev, wk.WatchError):
-                return ev.error
-        raise AssertionError("the watcher ended")
+async def _first_error(api: wk.Api, config: wk.WatchConfig) -> wk.ApiError:
+    async for ev in wk.watcher(api, config, backoff=wk.ConstantBackoff(0.01)):
+        if isinstance(ev, wk.WatchError):
+            return ev.error
+    raise AssertionError("the watcher ended")
 
-    return await asyncio.wait_for(first(), 20)
+
+async def first_error(api: wk.Api, config: wk.WatchConfig) -> wk.ApiError:
+    return await asyncio.wait_for(_first_error(api, config), 20)
 
 
 async def next_apply(api: wk.Api, config: wk.WatchConfig) -> wk.Apply:
@@ -129,6 +130,25 @@ async def test_trickled_line_times_out_within_the_idle_timeout(raw: RawServer) -
     assert isinstance(err, wk.Timeout) and err.is_transient, err
     assert "did not complete within 0.6 s" in str(err)
     assert 0.5 < took < 3.0, took
+
+
+@pytest.mark.looptime
+async def test_a_silent_stream_times_out_on_the_loops_own_clock(raw: RawServer) -> None:
+    """The stream notes when bytes last came on the loop's clock: on a virtual one
+    (looptime), 300 s of silence end the watch after 300 s of that clock, at once in real
+    time (the receive time read from time.monotonic, as asyncio's own loop does, would never
+    reach the virtual deadline)."""
+    raw.watch_routes[CMS] = stream(event("a", "2"), then_hang=True)
+    config = wk.WatchConfig(max_unhealthy=None, server_timeout=600, idle_timeout=300)
+    loop = asyncio.get_running_loop()
+    async with wk.Client(wk.ClientConfig(server=raw.url)) as client:
+        api = client.api("configmaps", namespace="default")
+        started, real = loop.time(), time.monotonic()
+        err = await asyncio.wait_for(_first_error(api, config), 400)
+        took, took_real = loop.time() - started, time.monotonic() - real
+    assert isinstance(err, wk.Timeout) and "silent for 300 s" in str(err), err
+    assert 300 <= took < 310, took
+    assert took_real < 10, took_real
 
 
 async def test_slow_but_complete_lines_are_fine(raw: RawServer) -> None:

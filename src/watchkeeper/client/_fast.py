@@ -1,0 +1,22 @@
+"""The optional C part of the watch stream (``watchkeeper/_speedups.c``, issue 25).
+
+Built with the package when a C compiler is at hand (``hatch_build.py``); without it, or
+with ``WATCHKEEPER_PURE_PYTHON=1`` in the environment, the stream runs its Python code,
+which takes and refuses the same bytes (the C answers None wherever the Python must
+decide). ``ACTIVE`` says which path runs (``watchkeeper version`` shows it).
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+speedups: ModuleType | None
+try:
+    if os.environ.get("WATCHKEEPER_PURE_PYTHON", "") not in ("", "0"):
+        raise ImportError("WATCHKEEPER_PURE_PYTHON is set")
+    from watchkeeper import _speedups as speedups
+except ImportError:
+    speedups = None
+
+ACTIVE = speedups is not None
