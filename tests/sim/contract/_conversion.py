@@ -41,13 +41,14 @@ def norm(text: str) -> str:
     return re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:<port>", text)
 
 
-def convert(obj: JSON, desired: str) -> JSON:
-    """The capture's conversion: v1 spec.size <-> v2 spec.replicas."""
+def convert(obj: JSON, desired: str, *, sized: str = "/v1", replicated: str = "/v2") -> JSON:
+    """The captures' conversion: spec.size at the version ending in ``sized`` <-> spec.replicas
+    at the one ending in ``replicated`` (this capture's v1 and v2 by default)."""
     out = copy.deepcopy(obj)
     spec = out.get("spec") or {}
-    if desired.endswith("/v2") and "size" in spec:
+    if desired.endswith(replicated) and "size" in spec:
         spec["replicas"] = spec.pop("size")
-    if desired.endswith("/v1") and "replicas" in spec:
+    if desired.endswith(sized) and "replicas" in spec:
         spec["size"] = spec.pop("replicas")
     out["apiVersion"] = desired
     return out

@@ -19,7 +19,6 @@ and answers a Status, the simulator converts nothing)."""
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -31,6 +30,7 @@ import pytest
 from watchkeeper_sim import ApiServer
 
 from ..hookserver import HookServer, add_label, allow, deny, hook_server, patch
+from ._conversion import convert
 from .test_contract_admission import _configure, _diff, _norm
 
 pytestmark = pytest.mark.realtime
@@ -40,22 +40,12 @@ CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 JSON = dict[str, Any]
 
 
-def _convert(obj: JSON, desired: str) -> JSON:
-    out = copy.deepcopy(obj)
-    spec = out.get("spec") or {}
-    if desired.endswith("/v1") and "size" in spec:
-        spec["replicas"] = spec.pop("size")
-    if desired.endswith("/v1alpha1") and "replicas" in spec:
-        spec["size"] = spec.pop("replicas")
-    out["apiVersion"] = desired
-    return out
-
-
 async def _conversion(review: JSON) -> JSON:
     req = review["request"]
     return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
             "response": {"uid": req["uid"], "result": {"status": "Success"},
-                         "convertedObjects": [_convert(o, req["desiredAPIVersion"])
+                         "convertedObjects": [convert(o, req["desiredAPIVersion"],
+                                                      sized="/v1alpha1", replicated="/v1")
                                               for o in req["objects"]]}}
 
 
