@@ -316,15 +316,17 @@ class FastWatchStream:
                 if proto.paused:
                     proto.resume()
                 fut = proto._waiter = new_future()
-                proto.waiting = True
-                await fut
-                continue
-            data = take(size)
-            if data is None:
-                if self._starved():
-                    return
-                await proto.waiter()
-                continue
+                proto.hand = size
+                data = await fut
+                if data is None:
+                    continue
+            else:
+                data = take(size)
+                if data is None:
+                    if self._starved():
+                        return
+                    await proto.waiter()
+                    continue
             conn._line_since = None  # conn.line_done(), without the call
             if len(data) > max_line:
                 raise self._too_long(len(data))
