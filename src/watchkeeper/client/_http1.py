@@ -139,6 +139,7 @@ class ResponseProtocol(asyncio.BufferedProtocol):
         self._size0 = buffer_size
         self.buf = bytearray(buffer_size)
         self.mv = memoryview(self.buf)
+        self._front: memoryview | None = None  # get_buffer's view after the CRLF at the front
         self.r = self.b = self.p = self.w = 0
         self._scan = 0  # no newline in [r, _scan): a long line is searched only once
         self._state = _IDLE
@@ -174,6 +175,16 @@ class ResponseProtocol(asyncio.BufferedProtocol):
         self.last_rx = self._loop.time()
 
     def get_buffer(self, sizehint: int) -> memoryview:
+        if self.w == 2 and self.r == 0:
+            # A watch that keeps up reads after the CRLF left at the front every time: the
+            # same view (kept until the buffer is replaced).
+            front = self._front
+            if front is None:
+                front = self._front = self._view()
+            return front
+        return self._view()
+
+    def _view(self) -> memoryview:
         if len(self.buf) - self.w < MIN_FREE:
             self._compact()
             if len(self.buf) - self.w < MIN_FREE:
@@ -425,6 +436,7 @@ class ResponseProtocol(asyncio.BufferedProtocol):
             new = max(limit, self.w + MIN_FREE)
         grown = bytearray(new)
         grown[:self.w] = self.mv[:self.w]
+        self._front = None
         self.mv.release()
         self.buf, self.mv = grown, memoryview(grown)
 
@@ -441,6 +453,7 @@ class ResponseProtocol(asyncio.BufferedProtocol):
             return
         if len(self.buf) > self._size0:
             grown = self.mv
+            self._front = None
             self.buf = bytearray(self._size0)
             self.mv = memoryview(self.buf)
             self.mv[:n] = grown[p:w]

@@ -312,7 +312,9 @@ class FastWatchStream:
         while True:
             if proto.r == proto.b and not proto.eof and proto.error is None:
                 # All taken, nothing more yet: the usual case, checked and waited for
-                # without a call (``proto.waiter()`` inlined; ``take`` reset the buffer).
+                # without a call (``proto.waiter()`` inlined). A read that brings whole
+                # lines, at most a piece, hands them over in the future (``hand``): no line
+                # was pending and none is over the cap.
                 if proto.paused:
                     proto.resume()
                 fut = proto._waiter = new_future()
@@ -327,9 +329,9 @@ class FastWatchStream:
                         return
                     await proto.waiter()
                     continue
-            conn._line_since = None  # conn.line_done(), without the call
-            if len(data) > max_line:
-                raise self._too_long(len(data))
+                conn._line_since = None  # conn.line_done(), without the call
+                if len(data) > max_line:
+                    raise self._too_long(len(data))
             if c_batch is not None:
                 done = c_batch(data, array, classes, tally, strip, LazyPiece)
                 if done is not None:
