@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed-test
 STREAM_TESTS := tests/runtime/client/test_stream.py tests/runtime/client/test_watch_lines.py \
 	tests/runtime/client/test_watcher_pieces.py tests/runtime/client/test_event_parity.py \
 	tests/runtime/client/test_hostile_data.py tests/runtime/client/test_fuzz_client_regressions.py \
-	tests/runtime/client/test_fuzz_client_regressions_2.py tests/runtime/client/test_speedups.py
+	tests/runtime/client/test_fuzz_client_regressions_2.py tests/runtime/client/test_speedups.py \
+	tests/runtime/client/test_hand_over.py
 BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: test demo e2e bench lint typecheck unit wheels clean conformance-live conformance-record

@@ -75,15 +75,25 @@ class Meter:
     def start(self) -> Meter:
         if self.server_pid:
             self.server0 = server_cpu_seconds(self.server_pid)
+        _callgrind("on")
         self.wall0, self.cpu0 = time.perf_counter(), time.process_time()
         return self
 
     def stop(self) -> Meter:
         self.wall = time.perf_counter() - self.wall0
         self.cpu = time.process_time() - self.cpu0
+        _callgrind("off")
         if self.server_pid:
             self.server_cpu = server_cpu_seconds(self.server_pid) - self.server0
         return self
+
+
+def _callgrind(state: str) -> None:
+    """Under ``benchmarks.watch_instructions`` (valgrind's callgrind, started with its
+    instrumentation off): count instructions only between ``start`` and ``stop``."""
+    if os.environ.get("WK_BENCH_CALLGRIND"):
+        subprocess.run(["callgrind_control", "-i", state, str(os.getpid())],
+                       capture_output=True, check=True)
 
 
 @dataclass

@@ -185,37 +185,16 @@ static inline int hexval(unsigned char c) {
     return -1;
 }
 
-/* whole_chunks(buf, p, b, w, head, size) -> (p, b, head, size)
- *
- * ``ResponseProtocol._whole_chunks``'s loop: from ``p`` (at the CRLF that ended the last
- * chunk), each chunk that arrived whole before ``w`` is taken: its header is the last one
- * seen (``head``, of ``size``) or matches CRLF, 1-8 hex digits, CRLF; its payload is moved to
- * ``b``. Stops, as the Python does, at anything else (a partial chunk, the last chunk, an
- * extension, a malformed header), with ``p`` at the CRLF that ends the last chunk taken. */
-static PyObject *whole_chunks(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 6 || !PyByteArray_CheckExact(args[0]) || !PyBytes_CheckExact(args[4])) {
-        PyErr_SetString(PyExc_TypeError, "whole_chunks(bytearray, int, int, int, bytes, int)");
-        return NULL;
-    }
-    PyObject *bufobj = args[0], *head = args[4];
-    Py_ssize_t p = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t b = PyLong_AsSsize_t(args[2]);
-    Py_ssize_t w = PyLong_AsSsize_t(args[3]);
-    Py_ssize_t size = PyLong_AsSsize_t(args[5]);
-    if (PyErr_Occurred()) return NULL;
-    Py_ssize_t len = PyByteArray_GET_SIZE(bufobj);
-    if (p < 0 || b < 0 || w > len || p > w || b > p || size < 0) {
-        PyErr_SetString(PyExc_ValueError, "whole_chunks: positions out of order");
-        return NULL;
-    }
-    unsigned char *buf = (unsigned char *)PyByteArray_AS_STRING(bufobj);
-    const unsigned char *hs = (const unsigned char *)PyBytes_AS_STRING(head);
-    Py_ssize_t hn = PyBytes_GET_SIZE(head);
-    /* The header last seen, copied: the payload moves may overwrite it in buf. */
-    unsigned char cur[16];
-    Py_ssize_t curn = hn <= 16 ? hn : 0;
+/* The chunk loop of ``whole_chunks`` and ``hand_chunks``: from ``*p`` (at the CRLF that
+ * ended the last chunk), each chunk that arrived whole before ``w`` is taken: its header is
+ * the last one seen (``cur``, ``*curn`` bytes, of ``*size``) or matches CRLF, 1-8 hex digits,
+ * CRLF; its payload is moved to ``*b``. Stops, as the Python does, at anything else (a
+ * partial chunk, the last chunk, an extension, a malformed header), with ``*p`` at the CRLF
+ * that ends the last chunk taken. Returns whether the header changed. */
+static int take_chunks(unsigned char *buf, Py_ssize_t *pp, Py_ssize_t *bp, Py_ssize_t w,
+                       unsigned char *cur, Py_ssize_t *curnp, Py_ssize_t *sizep) {
+    Py_ssize_t p = *pp, b = *bp, curn = *curnp, size = *sizep;
     int changed = 0;
-    memcpy(cur, hs, (size_t)curn);
     while (w - p > 2) {
         Py_ssize_t start;
         if (curn > 0 && w - p >= curn && memcmp(buf + p, cur, (size_t)curn) == 0) {
@@ -244,14 +223,92 @@ static PyObject *whole_chunks(PyObject *module, PyObject *const *args, Py_ssize_
         b += size;
         p = end;
     }
-    if (changed) {
+    *pp = p, *bp = b, *curnp = curn, *sizep = size;
+    return changed;
+}
+
+/* The positions and header arguments shared by both functions, checked. */
+static int chunk_args(PyObject *const *args, Py_ssize_t *p, Py_ssize_t *b, Py_ssize_t *w,
+                      Py_ssize_t *size) {
+    *p = PyLong_AsSsize_t(args[1]);
+    *b = PyLong_AsSsize_t(args[2]);
+    *w = PyLong_AsSsize_t(args[3]);
+    *size = PyLong_AsSsize_t(args[5]);
+    if (PyErr_Occurred()) return -1;
+    if (*p < 0 || *b < 0 || *w > PyByteArray_GET_SIZE(args[0]) || *p > *w || *b > *p ||
+            *size < 0) {
+        PyErr_SetString(PyExc_ValueError, "whole_chunks: positions out of order");
+        return -1;
+    }
+    return 0;
+}
+
+/* whole_chunks(buf, p, b, w, head, size) -> (p, b, head, size)
+ *
+ * ``ResponseProtocol._whole_chunks``'s loop (``take_chunks``). */
+static PyObject *whole_chunks(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 6 || !PyByteArray_CheckExact(args[0]) || !PyBytes_CheckExact(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "whole_chunks(bytearray, int, int, int, bytes, int)");
+        return NULL;
+    }
+    Py_ssize_t p, b, w, size;
+    if (chunk_args(args, &p, &b, &w, &size) < 0) return NULL;
+    PyObject *head = args[4];
+    unsigned char *buf = (unsigned char *)PyByteArray_AS_STRING(args[0]);
+    /* The header last seen, copied: the payload moves may overwrite it in buf. */
+    unsigned char cur[16];
+    Py_ssize_t curn = PyBytes_GET_SIZE(head) <= 16 ? PyBytes_GET_SIZE(head) : 0;
+    memcpy(cur, PyBytes_AS_STRING(head), (size_t)curn);
+    if (take_chunks(buf, &p, &b, w, cur, &curn, &size)) {
         PyObject *fresh = PyBytes_FromStringAndSize((const char *)cur, curn);
         if (fresh == NULL) return NULL;
-        PyObject *out = Py_BuildValue("(nnNn)", p, b, fresh, size);
-        return out;
+        return Py_BuildValue("(nnNn)", p, b, fresh, size);
     }
-    (void)module;
     return Py_BuildValue("(nnOn)", p, b, head, size);
+}
+
+/* hand_chunks(buf, p, b, w, head, size, r, hand) -> (data | None, p, b, head, size)
+ *
+ * ``whole_chunks``, then, when ``hand`` (the consumer waits for up to that many bytes of
+ * lines) and the read ended exactly with its last chunk's CRLF, and the body from ``r``
+ * (all of it new) is whole lines of at most ``hand`` bytes: those lines as bytes, with the
+ * CRLF moved to the front of ``buf`` (the buffer starts again: p = b = 0, w = 2). */
+static PyObject *hand_chunks(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 8 || !PyByteArray_CheckExact(args[0]) || !PyBytes_CheckExact(args[4])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "hand_chunks(bytearray, int, int, int, bytes, int, int, int)");
+        return NULL;
+    }
+    Py_ssize_t p, b, w, size;
+    if (chunk_args(args, &p, &b, &w, &size) < 0) return NULL;
+    Py_ssize_t r = PyLong_AsSsize_t(args[6]), hand = PyLong_AsSsize_t(args[7]);
+    if (PyErr_Occurred()) return NULL;
+    PyObject *head = args[4];
+    unsigned char *buf = (unsigned char *)PyByteArray_AS_STRING(args[0]);
+    unsigned char cur[16];
+    Py_ssize_t curn = PyBytes_GET_SIZE(head) <= 16 ? PyBytes_GET_SIZE(head) : 0;
+    memcpy(cur, PyBytes_AS_STRING(head), (size_t)curn);
+    int changed = take_chunks(buf, &p, &b, w, cur, &curn, &size);
+    PyObject *fresh = head;
+    Py_INCREF(head);
+    if (changed) {
+        Py_DECREF(head);
+        fresh = PyBytes_FromStringAndSize((const char *)cur, curn);
+        if (fresh == NULL) return NULL;
+    }
+    if (hand > 0 && r >= 0 && b > r && b - r <= hand && buf[b - 1] == '\n' && w - p == 2 &&
+            buf[p] == '\r' && buf[p + 1] == '\n') {
+        PyObject *data = PyBytes_FromStringAndSize((const char *)buf + r, b - r);
+        if (data == NULL) {
+            Py_DECREF(fresh);
+            return NULL;
+        }
+        buf[0] = '\r', buf[1] = '\n';
+        return Py_BuildValue("(NnnNn)", data, (Py_ssize_t)0, (Py_ssize_t)0, fresh, size);
+    }
+    return Py_BuildValue("(OnnNn)", Py_None, p, b, fresh, size);
 }
 
 
@@ -323,6 +380,8 @@ static PyMethodDef methods[] = {
      "The lazy stream's plain piece: (events, piece, rv), or None for the Python to decide."},
     {"whole_chunks", (PyCFunction)(void (*)(void))whole_chunks, METH_FASTCALL,
      "ResponseProtocol._whole_chunks's loop: (p, b, head, size) after the whole chunks."},
+    {"hand_chunks", (PyCFunction)(void (*)(void))hand_chunks, METH_FASTCALL,
+     "whole_chunks, then the lines for a waiting consumer: (data | None, p, b, head, size)."},
     {NULL, NULL, 0, NULL},
 };
 

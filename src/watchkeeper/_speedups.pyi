@@ -8,6 +8,9 @@ def lazy_batch(
 def whole_chunks(
     buf: bytearray, p: int, b: int, w: int, head: bytes, size: int, /,
 ) -> tuple[int, int, bytes, int]: ...
+def hand_chunks(
+    buf: bytearray, p: int, b: int, w: int, head: bytes, size: int, r: int, hand: int, /,
+) -> tuple[bytes | None, int, int, bytes, int]: ...
 
 class KeyField:
     def __init__(self, field: str, /) -> None: ...

@@ -110,6 +110,24 @@ def whole_chunks_py(buf: bytearray, p: int, b: int, w: int, head: bytes, size: i
 
 
 _take_whole_chunks = speedups.whole_chunks if speedups is not None else whole_chunks_py
+
+
+def hand_chunks_py(buf: bytearray, p: int, b: int, w: int, head: bytes, size: int, r: int,
+                   hand: int) -> tuple[bytes | None, int, int, bytes, int]:
+    """``whole_chunks_py``, then, when ``hand`` (the consumer waits for up to that many bytes
+    of lines) and the read ended exactly with its last chunk's CRLF, and the body from ``r``
+    is whole lines of at most ``hand`` bytes: those lines, with the CRLF moved to the front
+    of ``buf`` and ``p`` and ``b`` at 0 (``_speedups.hand_chunks`` in C)."""
+    p, b, head, size = _take_whole_chunks(buf, p, b, w, head, size)
+    if hand and r < b <= r + hand and buf[b - 1] == 10 and w - p == 2 and \
+            buf[p] == 13 and buf[p + 1] == 10:
+        data = bytes(buf[r:b])
+        buf[:2] = b"\r\n"
+        return data, 0, 0, head, size
+    return None, p, b, head, size
+
+
+_hand_chunks = speedups.hand_chunks if speedups is not None else hand_chunks_py
 _ASYNCIO_TIME = asyncio.BaseEventLoop.time
 
 
@@ -121,6 +139,7 @@ class ResponseProtocol(asyncio.BufferedProtocol):
         self._size0 = buffer_size
         self.buf = bytearray(buffer_size)
         self.mv = memoryview(self.buf)
+        self._front: memoryview | None = None  # get_buffer's view after the CRLF at the front
         self.r = self.b = self.p = self.w = 0
         self._scan = 0  # no newline in [r, _scan): a long line is searched only once
         self._state = _IDLE
@@ -134,8 +153,10 @@ class ResponseProtocol(asyncio.BufferedProtocol):
         self.eof = False  # the body ended cleanly
         self.closed = False
         self.paused = False
-        self.waiting = False
-        self._waiter: asyncio.Future[None] | None = None
+        # While the consumer awaits ``_waiter`` for lines of up to this many bytes (0: it
+        # awaits anything), a read that completes them hands them over in the future.
+        self.hand = 0
+        self._waiter: asyncio.Future[bytes | None] | None = None
         self.last_rx = 0.0
         self._loop = asyncio.get_event_loop()
         # asyncio's own loop reads time.monotonic(): called directly, a Python frame fewer
@@ -154,6 +175,16 @@ class ResponseProtocol(asyncio.BufferedProtocol):
         self.last_rx = self._loop.time()
 
     def get_buffer(self, sizehint: int) -> memoryview:
+        if self.w == 2 and self.r == 0:
+            # A watch that keeps up reads after the CRLF left at the front every time: the
+            # same view (kept until the buffer is replaced).
+            front = self._front
+            if front is None:
+                front = self._front = self._view()
+            return front
+        return self._view()
+
+    def _view(self) -> memoryview:
         if len(self.buf) - self.w < MIN_FREE:
             self._compact()
             if len(self.buf) - self.w < MIN_FREE:
@@ -176,10 +207,22 @@ class ResponseProtocol(asyncio.BufferedProtocol):
                 # A watch that keeps up: the last read ended with its chunk's CRLF, and
                 # this one is whole chunks. Taken here; the general loop only for what
                 # ``_whole_chunks`` leaves but the CRLF of the read's last chunk.
-                p, self.b, self._next_head, self._next_size = _take_whole_chunks(
-                    self.buf, self.p, self.b, w, self._next_head, self._next_size)
-                self.p = p
-                if w - p != 2 or self.buf[p] != 13 or self.buf[p + 1] != 10:
+                buf, fut = self.buf, self._waiter
+                # A consumer waiting for lines (``hand``) may be handed those of this read.
+                hand = self.hand if fut is not None and len(buf) == self._size0 and \
+                    not fut.done() else 0
+                data, p, b, self._next_head, self._next_size = _hand_chunks(
+                    buf, self.p, self.b, w, self._next_head, self._next_size, self.r, hand)
+                if data is not None:
+                    # The read was whole lines and nothing else was pending: handed over in
+                    # the future; the buffer is back at its front (the CRLF moved there).
+                    self._scan = self.r = self.b = self.p = 0
+                    self.w = 2
+                    self._waiter = None
+                    fut.set_result(data)  # type: ignore[union-attr]
+                    return
+                self.p, self.b = p, b
+                if w - p != 2 or buf[p] != 13 or buf[p + 1] != 10:
                     self._chunks()
         except FramingError as exc:
             self.fail(exc)
@@ -393,6 +436,7 @@ class ResponseProtocol(asyncio.BufferedProtocol):
             new = max(limit, self.w + MIN_FREE)
         grown = bytearray(new)
         grown[:self.w] = self.mv[:self.w]
+        self._front = None
         self.mv.release()
         self.buf, self.mv = grown, memoryview(grown)
 
@@ -409,6 +453,7 @@ class ResponseProtocol(asyncio.BufferedProtocol):
             return
         if len(self.buf) > self._size0:
             grown = self.mv
+            self._front = None
             self.buf = bytearray(self._size0)
             self.mv = memoryview(self.buf)
             self.mv[:n] = grown[p:w]
@@ -422,7 +467,7 @@ class ResponseProtocol(asyncio.BufferedProtocol):
 
     def take(self, piece: int) -> bytes | None:
         """Whole lines from the body, about ``piece`` bytes, or None if none is complete."""
-        self.waiting = False
+        self.hand = 0
         r, b = self.r, self.b
         if r == b:
             self.reset_if_drained()
@@ -481,7 +526,7 @@ class ResponseProtocol(asyncio.BufferedProtocol):
         if self.paused:
             self.resume()
         fut = self._waiter = self._loop.create_future()
-        self.waiting = True
+        self.hand = 0
         return fut
 
     async def wait(self) -> None:
@@ -489,7 +534,6 @@ class ResponseProtocol(asyncio.BufferedProtocol):
         try:
             await self.waiter()
         finally:
-            self.waiting = False
             self._waiter = None
 
     def _wake(self) -> None:

@@ -312,22 +312,26 @@ class FastWatchStream:
         while True:
             if proto.r == proto.b and not proto.eof and proto.error is None:
                 # All taken, nothing more yet: the usual case, checked and waited for
-                # without a call (``proto.waiter()`` inlined; ``take`` reset the buffer).
+                # without a call (``proto.waiter()`` inlined). A read that brings whole
+                # lines, at most a piece, hands them over in the future (``hand``): no line
+                # was pending and none is over the cap.
                 if proto.paused:
                     proto.resume()
                 fut = proto._waiter = new_future()
-                proto.waiting = True
-                await fut
-                continue
-            data = take(size)
-            if data is None:
-                if self._starved():
-                    return
-                await proto.waiter()
-                continue
-            conn._line_since = None  # conn.line_done(), without the call
-            if len(data) > max_line:
-                raise self._too_long(len(data))
+                proto.hand = size
+                data = await fut
+                if data is None:
+                    continue
+            else:
+                data = take(size)
+                if data is None:
+                    if self._starved():
+                        return
+                    await proto.waiter()
+                    continue
+                conn._line_since = None  # conn.line_done(), without the call
+                if len(data) > max_line:
+                    raise self._too_long(len(data))
             if c_batch is not None:
                 done = c_batch(data, array, classes, tally, strip, LazyPiece)
                 if done is not None:

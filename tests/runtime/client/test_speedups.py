@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from watchkeeper.client import _fast
-from watchkeeper.client._http1 import whole_chunks_py
+from watchkeeper.client._http1 import hand_chunks_py, whole_chunks_py
 from watchkeeper.client._pieces import LazyPiece, PieceDecoder
 from watchkeeper.watcher import _CLASSES, Apply, Delete
 
@@ -50,9 +50,11 @@ HEADERS = st.one_of(
 
 
 @st.composite
-def chunked_reads(draw: st.DrawFn) -> tuple[bytes, int, int, bytes, int]:
+def chunked_reads(draw: st.DrawFn, lines: bool = False) -> tuple[bytes, int, int, bytes, int]:
     """A buffer of chunk framing and payloads as a read leaves it: ``p`` at a CRLF that ended
-    a chunk, ``b`` before it, and the bytes cut at ``w`` anywhere."""
+    a chunk, ``b`` before it, and the bytes cut at ``w`` anywhere. With ``lines``, payloads
+    end with a newline half the time, and the read ends at the end of the last chunk more
+    often (what a consumer waiting for lines is handed)."""
     body = bytearray(draw(st.binary(max_size=40)))
     b = len(body)
     body += b"\r\n"
@@ -64,8 +66,11 @@ def chunked_reads(draw: st.DrawFn) -> tuple[bytes, int, int, bytes, int]:
             size = draw(st.integers(0, 20))
         size = max(0, min(size, 300))
         crlf = draw(st.sampled_from([b"\r\n", b"\r\n", b"\r\n", b"\n", b"\r\r\n"]))
-        body += header.encode() + crlf + draw(st.binary(min_size=size, max_size=size)) + b"\r\n"
-    w = draw(st.integers(b, len(body)))
+        payload = draw(st.binary(min_size=size, max_size=size))
+        if lines and payload and draw(st.booleans()):
+            payload = payload[:-1] + b"\n"
+        body += header.encode() + crlf + payload + b"\r\n"
+    w = len(body) if lines and draw(st.booleans()) else draw(st.integers(b, len(body)))
     head = draw(st.sampled_from([b"\r\n800\r\n", b"\r\n5\r\n", b"\r\n1f\r\n", b"\r\nA\r\n"]))
     return bytes(body), b, w, head, draw(st.integers(0, 0x800))
 
@@ -81,6 +86,38 @@ def test_whole_chunks_in_c_is_the_python_loop(case: tuple[bytes, int, int, bytes
     c = _fast.speedups.whole_chunks(c_buf, p, b, w, head, size)
     assert c == py
     assert c_buf == py_buf  # the same payloads moved to the same place
+
+
+@SETTINGS
+@given(chunked_reads(lines=True), st.data())
+def test_hand_chunks_in_c_is_the_python(case: tuple[bytes, int, int, bytes, int],
+                                        data: st.DataObject) -> None:
+    assert _fast.speedups is not None
+    raw, b, w, head, size = case
+    p = b
+    r = data.draw(st.integers(0, b))
+    hand = data.draw(st.sampled_from([0, 1, 64, 1 << 16]))
+    py_buf, c_buf = bytearray(raw) + bytes(64), bytearray(raw) + bytes(64)
+    py = hand_chunks_py(py_buf, p, b, w, head, size, r, hand)
+    c = _fast.speedups.hand_chunks(c_buf, p, b, w, head, size, r, hand)
+    assert c == py
+    assert c_buf == py_buf
+
+
+def test_hand_chunks_hands_over_whole_lines_and_starts_the_buffer_again() -> None:
+    assert _fast.speedups is not None
+    raw = b"\r\n4\r\nab\nc\r\n2\r\nd\n\r\n"
+    buf = bytearray(raw) + bytes(16)
+    got = _fast.speedups.hand_chunks(buf, 0, 0, len(raw), b"\r\n800\r\n", 0x800, 0, 1 << 16)
+    assert got == (b"ab\ncd\n", 0, 0, b"\r\n2\r\n", 2)
+    assert buf[:2] == b"\r\n"
+    # Over what the consumer takes at once, or not ending with a line: left in the buffer.
+    for hand, tail in ((5, b"d\n"), (1 << 16, b"dd")):
+        raw = b"\r\n4\r\nab\nc\r\n2\r\n" + tail + b"\r\n"
+        buf = bytearray(raw) + bytes(16)
+        got = _fast.speedups.hand_chunks(buf, 0, 0, len(raw), b"\r\n800\r\n", 0x800, 0, hand)
+        assert got == (None, len(raw) - 2, 6, b"\r\n2\r\n", 2)
+        assert bytes(buf[:6]) == b"ab\nc" + tail
 
 
 def test_whole_chunks_takes_a_run_of_chunks_and_stops_before_a_partial_one() -> None:
