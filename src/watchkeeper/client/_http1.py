@@ -214,8 +214,8 @@ class ResponseProtocol(asyncio.BufferedProtocol):
                 data, p, b, self._next_head, self._next_size = _hand_chunks(
                     buf, self.p, self.b, w, self._next_head, self._next_size, self.r, hand)
                 if data is not None:
-                    # The read was whole lines and nothing else was pending: handed over in
-                    # the future; the buffer is back at its front (the CRLF moved there).
+                    # The body from ``r`` is whole lines, at most ``hand`` bytes: handed over
+                    # in the future; the buffer is back at its front (the CRLF moved there).
                     self._scan = self.r = self.b = self.p = 0
                     self.w = 2
                     self._waiter = None
