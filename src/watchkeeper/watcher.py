@@ -43,6 +43,7 @@ from watchkeeper.client.objects import (
     LazyList,
     ObjectEvent,
     ObjectList,
+    last_version,
     strip_managed_fields,
 )
 from watchkeeper.errors import WatchkeeperError
@@ -875,7 +876,7 @@ class Watcher:
                     if rest:
                         # The batch that held the initial-events-end bookmark goes on with
                         # live events: they are ordinary watch events.
-                        rv = _last_version(rest)
+                        rv = last_version(rest)
                         if rv:
                             self.resource_version = rv
                         rest = [ev for ev in rest if ev.__class__ is not Bookmark]
@@ -961,20 +962,12 @@ class _Live:
         self.batches, self.decoder, self.clock = batches, stream.decoder, clock
         self.delivered = False
         # On the loop's clock, when the last bytes arrived is known (no clock call per read).
-        self.receiver = getattr(stream, "receiver", None) if loop_clock else None
+        self.receiver = stream.receiver if loop_clock else None
 
 
 async def _once(batch: list[Event]) -> AsyncGenerator[list[Event], None]:
     """One batch as a stream of batches (the list's, a streaming list's)."""
     yield batch
-
-
-def _last_version(batch: list[ObjectEvent]) -> str:
-    """The resourceVersion of the last event of ``batch`` that has one ("" if none)."""
-    for ev in reversed(batch):
-        if ev.resource_version:
-            return ev.resource_version
-    return ""
 
 
 def _circuit_turn(

@@ -225,14 +225,6 @@ class PieceDecoder:
                 self.resource_version = rv
                 return
 
-    def advance_events(self, events: list[ObjectEvent]) -> None:
-        """``resource_version`` to the last of ``events`` that has one (a piece the C built)."""
-        for event in reversed(events):
-            rv = event.resource_version
-            if rv:
-                self.resource_version = rv
-                return
-
     def _valid(self, data: bytes) -> list[Any] | None:
         """The envelopes of whole lines ``data`` if every line is one good event, else None."""
         try:

@@ -225,6 +225,15 @@ if not TYPE_CHECKING:
         ObjectEvent.resource_version = speedups.KeyField("resourceVersion")
 
 
+def last_version(events: list[ObjectEvent]) -> str:
+    """The resourceVersion of the last of ``events`` that has one ("" if none)."""
+    for event in reversed(events):
+        rv = event.resource_version
+        if rv:
+            return rv
+    return ""
+
+
 def strip_managed_fields(obj: JSON) -> None:
     """Drop ``metadata.managedFields`` (about half of a cached object)."""
     meta = obj.get("metadata")

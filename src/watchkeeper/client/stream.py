@@ -44,7 +44,7 @@ from watchkeeper.client.errors import (
     InvalidResponse,
     Timeout,
 )
-from watchkeeper.client.objects import ObjectEvent, RawEvent, raw_event_class
+from watchkeeper.client.objects import ObjectEvent, RawEvent, last_version, raw_event_class
 from watchkeeper.client.redact import Redactor
 
 if TYPE_CHECKING:
@@ -338,10 +338,9 @@ class FastWatchStream:
                     del data
                     batch, decoder.piece, rv = done
                     decoder.plain = True
+                    rv = rv or last_version(batch)  # the last event had none: an earlier's
                     if rv:
                         decoder.resource_version = rv
-                    else:
-                        decoder.advance_events(batch)
                     yield batch
                     continue
             batch, error = batch_of(data, classes, other, tally, strip)
